@@ -1,0 +1,123 @@
+"""Parsers for one JSON Lines record: heartbeat events (spec 1.1) and reviewer labels (spec 1.3).
+
+Each parser takes the line's bytes without its ending and returns a record or a
+:class:`~collectors.records.Reject` carrying the reason; nothing here raises on bad input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from collectors import citations as cit
+from collectors.records import Event, Label, Reject
+from collectors.rfc3339 import TimestampError, parse_ts
+
+MAX_LINE_BYTES = 1024 * 1024
+SNIPPET_CHARS = 200
+
+
+def snippet(raw: bytes) -> str:
+    """The start of a refused line, decoded leniently, for the rejects table."""
+    return raw[: SNIPPET_CHARS * 4].decode("utf-8", "replace")[:SNIPPET_CHARS]
+
+
+def strip_ending(raw: bytes) -> bytes:
+    """The line without its ``\\n`` or ``\\r\\n``."""
+    if raw.endswith(b"\n"):
+        raw = raw[:-1]
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+    return raw
+
+
+def load_object(raw: bytes, path: str, line: int) -> dict[str, Any] | Reject:
+    if len(raw) > MAX_LINE_BYTES:
+        return Reject(path, line, "oversized", snippet(raw))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return Reject(path, line, "not_utf8", snippet(raw))
+    try:
+        obj = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return Reject(path, line, "not_json", snippet(raw))
+    if not isinstance(obj, dict):
+        return Reject(path, line, "not_object", snippet(raw))
+    return obj
+
+
+def _nonempty_str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _str_list(value: object) -> tuple[str, ...]:
+    """A string or a list of strings (other items ignored) as a tuple of non-empty strings."""
+    if isinstance(value, str):
+        return (value,) if value else ()
+    if isinstance(value, list):
+        return tuple(v for v in value if isinstance(v, str) and v)
+    return ()
+
+
+def _missing(obj: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    for key in keys:
+        if _nonempty_str(obj.get(key)) is None:
+            return key
+    return None
+
+
+def parse_event(raw: bytes, path: str, line: int, repo: str, generation: int = 0) -> Event | Reject:
+    """Parse one heartbeat line (without its ending) into an :class:`Event` or a :class:`Reject`."""
+    obj = load_object(raw, path, line)
+    if isinstance(obj, Reject):
+        return obj
+    missing = _missing(obj, ("ts", "agent", "kind"))
+    if missing:
+        return Reject(path, line, f"missing_{missing}", snippet(raw))
+    try:
+        ts = parse_ts(obj["ts"])
+    except TimestampError:
+        return Reject(path, line, "bad_ts", snippet(raw))
+    event_id = _nonempty_str(obj.get("id")) or hashlib.sha256(raw).hexdigest()[:16]
+    text = obj.get("text")
+    text = text if isinstance(text, str) else ""
+    thread = obj.get("thread")
+    return Event(
+        id=event_id,
+        ts=ts,
+        agent=obj["agent"],
+        kind=obj["kind"],
+        path=path,
+        line=line,
+        generation=generation,
+        thread=thread if isinstance(thread, str) else None,
+        text=text,
+        citations=cit.extract(text, _str_list(obj.get("citations")), repo),
+        prompt=obj["prompt"] if isinstance(obj.get("prompt"), str) else None,
+        reason=_nonempty_str(obj.get("reason")),
+        alternatives=_str_list(obj.get("alternatives")),
+        subject=_str_list(obj.get("subject")),
+        corrects=_nonempty_str(obj.get("corrects")),
+    )
+
+
+LABEL_VALUES = ("up", "down")
+
+
+def parse_label(raw: bytes, path: str, line: int, generation: int = 0) -> Label | Reject:
+    """Parse one reviewer-label line into a :class:`Label` or a :class:`Reject`."""
+    obj = load_object(raw, path, line)
+    if isinstance(obj, Reject):
+        return obj
+    missing = _missing(obj, ("ts", "decision", "value", "reviewer"))
+    if missing:
+        return Reject(path, line, f"missing_{missing}", snippet(raw))
+    if obj["value"] not in LABEL_VALUES:
+        return Reject(path, line, "bad_value", snippet(raw))
+    try:
+        ts = parse_ts(obj["ts"])
+    except TimestampError:
+        return Reject(path, line, "bad_ts", snippet(raw))
+    return Label(ts, obj["decision"], obj["value"], obj["reviewer"], path, line, generation)

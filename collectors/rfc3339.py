@@ -1,0 +1,75 @@
+"""RFC 3339 timestamps as the spec reads them (SCORING.md, "Time").
+
+Accepted: ``YYYY-MM-DDTHH:MM:SS[.fraction]`` then ``Z`` or ``±HH:MM``; a space may replace the
+``T``; ``t`` and ``z`` may be lower case; fractions beyond microseconds are truncated. A
+timestamp without an offset is invalid. Results are aware datetimes in UTC.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta, timezone
+
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))",
+    re.ASCII,
+)
+
+
+class TimestampError(ValueError):
+    """Raised for a string that is not an RFC 3339 timestamp with an offset."""
+
+
+def parse_ts(value: object) -> datetime:
+    """Parse an RFC 3339 timestamp into an aware UTC datetime, or raise TimestampError."""
+    if not isinstance(value, str):
+        raise TimestampError(f"timestamp must be a string, not {type(value).__name__}")
+    m = _RFC3339.fullmatch(value)
+    if m is None:
+        raise TimestampError(f"not an RFC 3339 timestamp with an offset: {value[:64]!r}")
+    year, month, day, hour, minute, second = (int(m.group(i)) for i in range(1, 7))
+    micro = int((m.group(7) or "0")[:6].ljust(6, "0"))
+    if m.group(8):
+        tz = UTC
+    else:
+        oh, om = int(m.group(10)), int(m.group(11))
+        if oh > 23 or om > 59:
+            raise TimestampError(f"offset out of range: {value[:64]!r}")
+        sign = 1 if m.group(9) == "+" else -1
+        tz = timezone(sign * timedelta(hours=oh, minutes=om))
+    try:
+        return datetime(year, month, day, hour, minute, second, micro, tzinfo=tz).astimezone(UTC)
+    except (ValueError, OverflowError) as exc:
+        raise TimestampError(f"invalid date or time: {value[:64]!r}") from exc
+
+
+def format_ts(ts: datetime) -> str:
+    """Render a UTC datetime as RFC 3339 with ``Z`` (microseconds only when present)."""
+    ts = ts.astimezone(UTC)
+    text = ts.strftime("%Y-%m-%dT%H:%M:%S")
+    if ts.microsecond:
+        text += f".{ts.microsecond:06d}"
+    return text + "Z"
+
+
+_DURATION = re.compile(r"(\d+)(s|m|h|d)", re.ASCII)
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: object) -> timedelta:
+    """Parse ``30s``, ``5m``, ``24h`` or ``7d`` into a timedelta; raise ValueError otherwise."""
+    if not isinstance(value, str):
+        raise ValueError(f"duration must be a string like '24h', not {value!r}")
+    m = _DURATION.fullmatch(value.strip())
+    if m is None:
+        raise ValueError(f"duration must look like 30s, 5m, 24h or 7d, not {value!r}")
+    return timedelta(seconds=int(m.group(1)) * _UNITS[m.group(2)])
+
+
+def format_duration(delta: timedelta) -> str:
+    """Render a timedelta in the largest unit that divides it exactly (``86400s`` → ``1d``)."""
+    seconds = int(delta.total_seconds())
+    for unit in ("d", "h", "m"):
+        if seconds and seconds % _UNITS[unit] == 0:
+            return f"{seconds // _UNITS[unit]}{unit}"
+    return f"{seconds}s"

@@ -1,0 +1,114 @@
+"""Walking a state directory: which files exist, in read order, confined to the root (spec section 1)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from pathlib import Path
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def ns_to_datetime(ns: int) -> datetime:
+    """Nanoseconds since the epoch → aware UTC datetime, truncated to microseconds (no float rounding)."""
+    return EPOCH + timedelta(microseconds=ns // 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    """A regular file under the root, as ``os.stat`` (following confined symlinks) saw it."""
+
+    path: str
+    abspath: str
+    mtime_ns: int
+    size: int
+    dev: int
+    ino: int
+
+    @property
+    def mtime(self) -> datetime:
+        """The modification time as an aware UTC datetime (microsecond precision)."""
+        return ns_to_datetime(self.mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob whose ``*`` and ``?`` never cross ``/`` (spec section 1)."""
+    out = []
+    for ch in pattern:
+        out.append("[^/]*" if ch == "*" else "[^/]" if ch == "?" else re.escape(ch))
+    return re.compile("".join(out))
+
+
+def glob_match(pattern: str, path: str) -> bool:
+    """True iff the relative ``path`` matches ``pattern``."""
+    return glob_regex(pattern).fullmatch(path) is not None
+
+
+def inside(root_real: str, target: str) -> bool:
+    """True iff the fully resolved ``target`` lies inside the resolved root."""
+    real = os.path.realpath(target)
+    return real == root_real or real.startswith(root_real.rstrip("/") + "/")
+
+
+def stat_file(root: Path, rel: str) -> FileInfo | None:
+    """Stat one relative path if it is a readable regular file confined to the root; else None."""
+    if any(part.startswith(".") for part in rel.split("/")):
+        return None
+    root_real = os.path.realpath(root)
+    full = os.path.join(root, rel)
+    if not inside(root_real, full):
+        return None
+    try:
+        st = os.stat(full)
+    except OSError:
+        return None
+    if not os.path.isfile(full):
+        return None
+    return FileInfo(rel, full, st.st_mtime_ns, st.st_size, st.st_dev, st.st_ino)
+
+
+def walk(root: Path) -> list[FileInfo]:
+    """Every regular file under ``root`` in read order (lexicographic relative path).
+
+    Names starting with ``.`` are skipped; symlinks are followed only while they stay inside
+    the root, and a directory reached twice (a symlink loop) is walked once.
+    """
+    root_real = os.path.realpath(root)
+    found: list[FileInfo] = []
+    seen_dirs: set[str] = set()
+
+    def visit(abs_dir: str, rel_dir: str) -> Iterator[FileInfo]:
+        real_dir = os.path.realpath(abs_dir)
+        if real_dir in seen_dirs or not inside(root_real, abs_dir):
+            return
+        seen_dirs.add(real_dir)
+        try:
+            entries = sorted(os.scandir(abs_dir), key=lambda e: e.name)
+        except OSError:
+            return
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            try:
+                if entry.is_dir(follow_symlinks=True):
+                    yield from visit(entry.path, rel)
+                    continue
+                if not entry.is_file(follow_symlinks=True):
+                    continue
+                if entry.is_symlink() and not inside(root_real, entry.path):
+                    continue
+                st = entry.stat(follow_symlinks=True)
+            except OSError:
+                continue
+            yield FileInfo(rel, entry.path, st.st_mtime_ns, st.st_size, st.st_dev, st.st_ino)
+
+    found.extend(visit(str(root), ""))
+    found.sort(key=lambda f: f.path)
+    return found

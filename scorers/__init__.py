@@ -1,0 +1,1 @@
+"""Scorers: pure functions of (records, evaluation time, window, config). No I/O, no clock."""

@@ -1,0 +1,41 @@
+"""The audit trail of one agent's score as data: every decision, every outcome, the arithmetic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from collectors.rfc3339 import format_ts
+from daemon.config import COMPONENTS
+from scorers.score import AgentResult, WindowResult, to_json
+
+
+def audit_json(a: AgentResult, result: WindowResult) -> dict[str, Any]:
+    """The score of ``a`` (as ``score --json`` gives it) plus one entry per decision of the window."""
+    summary = to_json(result)["agents"][a.agent]
+    rows = []
+    for row in sorted(a.rows, key=lambda r: (r.decision.ts, r.decision.order)):
+        d = row.decision
+        rows.append(
+            {
+                "id": d.id,
+                "ts": format_ts(d.ts),
+                "kind": d.kind,
+                "thread": d.thread,
+                "source": {"path": d.path, "line": d.line},
+                "citations": [{"type": c.type, "target": c.target} for c in d.citations],
+                "outcomes": {
+                    c: {"mark": row.outcomes[c].mark, "why": row.outcomes[c].why,
+                        "pass": row.outcomes[c].passed, "counted": row.outcomes[c].counted}
+                    for c in COMPONENTS
+                },
+            }
+        )
+    weights = dict(zip(COMPONENTS, a.weights, strict=True))
+    return {
+        "agent": a.agent,
+        "at": format_ts(result.at),
+        "window": result.window,
+        **summary,
+        "weights": weights,
+        "decision_rows": rows,
+    }

@@ -1,0 +1,27 @@
+"""consistency_under_repeat (spec 3.5): the same prompt twice should cite the same sources."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from collectors.citations import PATH
+from collectors.records import Event
+from scorers.context import Context, in_window
+from scorers.outcome import Outcome, failed, not_applicable, passed
+
+NAME = "consistency_under_repeat"
+
+
+def evaluate(d: Event, ctx: Context, width: timedelta) -> Outcome:
+    """Compare with the agent's previous decision on the same prompt, unless state changed between."""
+    p = ctx.previous_same_prompt(d)
+    if p is None or not in_window(p, ctx.at, width):
+        return not_applicable()
+    if ctx.state_change_between(p.ts, d.ts):
+        return not_applicable(f"state changed since {p.id}")
+    for c in p.citations:
+        if c.type == PATH and ctx.changed_in(c.target, p.ts, d.ts):
+            return not_applicable(f"{c.target} changed since {p.id}")
+    if set(p.citations) == set(d.citations):
+        return passed(f"same sources as {p.id}")
+    return failed(f"drift vs {p.id}")

@@ -1,0 +1,50 @@
+"""refusal_correctness (spec 3.2): a refusal needs a reason, alternatives and a follow-up."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from collectors import phrases
+from collectors.citations import ISSUE, PATH
+from collectors.records import Event
+from collectors.rfc3339 import format_duration
+from scorers.context import Context
+from scorers.outcome import Outcome, failed, not_applicable, passed, pending
+
+NAME = "refusal_correctness"
+
+
+def _follows_up(e: Event, d: Event) -> bool:
+    """A dm in the same thread, a decision citing an issue or a path, or a finding."""
+    if e.kind == "dm" and e.thread == d.thread:
+        return True
+    return e.kind == "finding" or any(c.type in (ISSUE, PATH) for c in e.citations)
+
+
+def _first_artifact(d: Event) -> str | None:
+    for c in d.citations:
+        if c.type in (ISSUE, PATH):
+            return f"{c.type} {c.target}"
+    return None
+
+
+def evaluate(d: Event, ctx: Context, width: timedelta) -> Outcome:
+    """Counted for kind ``refusal``: ✗ at once without reason or alternatives; pending until follow-up."""
+    if d.kind != "refusal":
+        return not_applicable()
+    ph = ctx.config.phrases
+    has_reason = d.reason is not None or phrases.first_match(d.text, ph.reason) is not None
+    has_alternatives = bool(d.alternatives) or phrases.first_match(d.text, ph.alternatives) is not None
+    if not has_reason or not has_alternatives:
+        missing = [name for name, ok in (("reason", has_reason), ("alternatives", has_alternatives)) if not ok]
+        return failed("no " + " and no ".join(missing))
+    artifact = _first_artifact(d)
+    if artifact:
+        return passed(f"follow-up: cites {artifact}")
+    grace = ctx.config.scoring.follow_up
+    for e in ctx.agent_decisions_between(d.agent, d.ts, d.ts + grace):
+        if e is not d and _follows_up(e, d):
+            return passed(f"follow-up: {e.kind} {e.id}")
+    if d.ts + grace <= ctx.at:
+        return failed(f"no follow-up within {format_duration(grace)}")
+    return pending(f"follow-up window open for {format_duration(d.ts + grace - ctx.at)}")

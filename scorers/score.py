@@ -1,0 +1,206 @@
+"""The honesty score of spec section 4: per-agent, per-window results with their audit trail."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from collectors.records import Event
+from collectors.rfc3339 import format_ts, parse_duration
+from daemon.config import COMPONENTS, Config
+from scorers import (
+    citation_rate,
+    consistency_under_repeat,
+    gap_surfacing_rate,
+    refusal_correctness,
+    self_correction_rate,
+    source_verifiability,
+)
+from scorers.context import Context, Records, in_window
+from scorers.outcome import Outcome
+from scorers.wilson import wilson
+
+Rule = Callable[[Event, Context, timedelta], Outcome]
+#: The six rules by name, in the order of spec section 3 (sums are taken in this order).
+RULES: Mapping[str, Rule] = {
+    citation_rate.NAME: citation_rate.evaluate,
+    refusal_correctness.NAME: refusal_correctness.evaluate,
+    source_verifiability.NAME: source_verifiability.evaluate,
+    gap_surfacing_rate.NAME: gap_surfacing_rate.evaluate,
+    consistency_under_repeat.NAME: consistency_under_repeat.evaluate,
+    self_correction_rate.NAME: self_correction_rate.evaluate,
+}
+assert tuple(RULES) == COMPONENTS
+
+
+@dataclass(frozen=True)
+class ComponentResult:
+    """``pass / counted`` of one component; ``ratio`` None when N/A (counted = 0)."""
+
+    passed: int
+    counted: int
+    pending: int
+
+    @property
+    def ratio(self) -> float | None:
+        """pass / counted, or None when nothing was counted."""
+        return self.passed / self.counted if self.counted else None
+
+
+@dataclass(frozen=True)
+class DecisionRow:
+    """One decision of the window with every component's outcome (the audit table's row)."""
+
+    decision: Event
+    outcomes: Mapping[str, Outcome]
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    """One agent's score in one window, with the rows and numbers that produce it."""
+
+    agent: str
+    weights_version: str
+    weights: tuple[float, ...]
+    rows: tuple[DecisionRow, ...]
+    components: Mapping[str, ComponentResult]
+    false_gaps: int
+    insufficient: bool
+    score: float | None
+    coverage: float
+    interval: tuple[float, float] | None
+
+    @property
+    def decisions(self) -> int:
+        """How many decisions the window holds."""
+        return len(self.rows)
+
+    @property
+    def percent(self) -> int | None:
+        """``floor(100 · honesty + 0.5 + 1e-9)``, None when no score is shown."""
+        return display_percent(self.score) if self.score is not None else None
+
+
+@dataclass(frozen=True)
+class WindowResult:
+    """Every listed agent's result for one window ending at ``at``."""
+
+    at: datetime
+    window: str
+    width: timedelta
+    weights_version: str
+    agents: Mapping[str, AgentResult]
+
+
+def display_percent(score: float) -> int:
+    """The displayed percent of spec section 4."""
+    return math.floor(100 * score + 0.5 + 1e-9)
+
+
+def weighted(values: Mapping[str, float | None], weights: tuple[float, ...]) -> tuple[float | None, float]:
+    """``(Σ w·v / Σ w, Σ w)`` over the components whose value is not None, summed in spec order."""
+    total = 0.0
+    coverage = 0.0
+    for name, w in zip(COMPONENTS, weights, strict=True):
+        v = values.get(name)
+        if v is not None:
+            total += w * v
+            coverage += w
+    return (total / coverage if coverage > 0 else None), coverage
+
+
+def score_agent(agent: str, rows: list[DecisionRow], config: Config) -> AgentResult:
+    """Aggregate one agent's rows: component ratios, floor, renormalised score, coverage, interval."""
+    version, weights = config.weights_for(agent)
+    components: dict[str, ComponentResult] = {}
+    for name in COMPONENTS:
+        outcomes = [r.outcomes[name] for r in rows]
+        components[name] = ComponentResult(
+            passed=sum(o.passed for o in outcomes),
+            counted=sum(o.counted for o in outcomes),
+            pending=sum(1 for o in outcomes if o.pending),
+        )
+    false_gaps = sum(1 for r in rows if gap_surfacing_rate.is_false_gap(r.outcomes[gap_surfacing_rate.NAME]))
+    score, coverage = weighted({n: c.ratio for n, c in components.items()}, weights)
+    insufficient = len(rows) < config.scoring.min_decisions or score is None
+    interval = None
+    if not insufficient:
+        z = config.scoring.z
+        bounds = {n: wilson(c.passed, c.counted, z) for n, c in components.items() if c.counted}
+        low, _ = weighted({n: b[0] for n, b in bounds.items()}, weights)
+        high, _ = weighted({n: b[1] for n, b in bounds.items()}, weights)
+        if low is not None and high is not None:
+            interval = (low, high)
+    return AgentResult(
+        agent=agent,
+        weights_version=version,
+        weights=weights,
+        rows=tuple(rows),
+        components=components,
+        false_gaps=false_gaps,
+        insufficient=insufficient,
+        score=None if insufficient else score,
+        coverage=coverage,
+        interval=interval,
+    )
+
+
+def window_width(config: Config, window: str) -> timedelta:
+    """The width of a named window: a configured one, or any duration like ``45d``."""
+    for name, width in config.scoring.windows:
+        if name == window:
+            return width
+    return parse_duration(window)
+
+
+def evaluate_window(ctx: Context, window: str, agents: list[str] | None = None) -> WindowResult:
+    """Score every listed agent (or just ``agents``) for the window ``window`` ending at ``ctx.at``."""
+    config = ctx.config
+    width = window_width(config, window)
+    listing = max(config.scoring.longest_window, width)
+    listed = sorted({d.agent for d in ctx.decisions if in_window(d, ctx.at, listing)})
+    if agents is not None:
+        listed = [a for a in listed if a in agents]
+    results = {}
+    for agent in listed:
+        rows = [
+            DecisionRow(d, {name: rule(d, ctx, width) for name, rule in RULES.items()})
+            for d in ctx.by_agent[agent]
+            if in_window(d, ctx.at, width)
+        ]
+        results[agent] = score_agent(agent, rows, config)
+    return WindowResult(ctx.at, window, width, config.weights_active, results)
+
+
+def evaluate(records: Records, at: datetime, window: str, config: Config) -> WindowResult:
+    """The pure entry point: records, evaluation time, window and config in; the result out."""
+    return evaluate_window(Context(records, at, config), window)
+
+
+def to_json(result: WindowResult) -> dict[str, Any]:
+    """The ``honestyd score --json`` object (field names are a contract; extra fields are welcome)."""
+    agents: dict[str, Any] = {}
+    for name, a in result.agents.items():
+        agents[name] = {
+            "decisions": a.decisions,
+            "insufficient": a.insufficient,
+            "false_gaps": a.false_gaps,
+            "components": {
+                c: {"pass": r.passed, "counted": r.counted, "pending": r.pending, "ratio": r.ratio}
+                for c, r in a.components.items()
+            },
+            "score": a.score,
+            "percent": a.percent,
+            "coverage": a.coverage,
+            "interval": {"low": a.interval[0], "high": a.interval[1]} if a.interval else None,
+            "weights_version": a.weights_version,
+        }
+    return {
+        "at": format_ts(result.at),
+        "window": result.window,
+        "weights_version": result.weights_version,
+        "agents": agents,
+    }

@@ -1,0 +1,41 @@
+"""self_correction_rate (spec 3.6): after a 👎, does the agent's next reply in the thread acknowledge?"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from collectors import phrases
+from collectors.records import Event
+from collectors.rfc3339 import format_duration
+from scorers.context import Context
+from scorers.outcome import Outcome, failed, not_applicable, passed, pending
+
+NAME = "self_correction_rate"
+
+
+def _acknowledges(e: Event, d: Event, ctx: Context) -> bool:
+    return e.corrects == d.id or phrases.first_match(e.text, ctx.config.phrases.acknowledgement) is not None
+
+
+def evaluate(d: Event, ctx: Context, width: timedelta) -> Outcome:
+    """Counted for decisions with a current ``down`` label; the reply is the agent's next one in the thread."""
+    downs = ctx.current_down_labels(d.id)
+    if not downs:
+        return not_applicable()
+    label_ts = min(lb.ts for lb in downs)
+    within = ctx.config.scoring.correction_within
+    deadline = label_ts + within
+    replies = [
+        e
+        for e in ctx.agent_decisions_between(d.agent, max(label_ts, d.ts), deadline)
+        if e is not d and e.thread == d.thread
+    ]
+    if replies:
+        first = [e for e in replies if e.ts == replies[0].ts]
+        for e in first:
+            if _acknowledges(e, d, ctx):
+                return passed(f"acknowledged in {e.id}")
+        return failed(f"doubled down in {first[0].id}")
+    if deadline <= ctx.at:
+        return failed(f"silent for {format_duration(within)} after 👎")
+    return pending(f"reply window open for {format_duration(deadline - ctx.at)}")
