@@ -35,7 +35,7 @@ def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _object(obj: dict[str, Any], key: str) -> dict[str, Any] | None | str:
+def _object(obj: dict[str, Any], key: str) -> dict[str, Any] | str | None:
     """The sub-object at ``key``, None when absent, or the key itself when it is malformed."""
     value = obj.get(key)
     if value is None:

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 
-
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 

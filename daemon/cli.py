@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
 from collectors.batch import scan_state
 from collectors.checks import load_checks
-from collectors.rfc3339 import TimestampError, parse_ts
+from collectors.records import Event
+from collectors.rfc3339 import TimestampError, format_ts, parse_ts
 from daemon import __version__
 from daemon.config import Config, ConfigError, load_config, render_config
 from scorers.context import Context, Records
@@ -99,6 +100,71 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """One-shot catch-up of a state directory into a database (running it twice adds nothing)."""
+    from daemon.ingest import Ingester
+    from daemon.store import Store
+
+    config = _load_config_or_exit(Path(args.config) if args.config else None)
+    with Store.open(Path(args.db)) as store:
+        stats = Ingester(store, Path(args.state), config).scan()
+        counts = store.counts()
+    added = sum(stats.records.values())
+    rejected = sum(stats.rejects.values())
+    print(
+        f"ingested {added} new records ({', '.join(f'{k} {v}' for k, v in sorted(stats.records.items())) or 'none'}),"
+        f" {rejected} rejects; store holds {counts['events']} events, {counts['labels']} labels,"
+        f" {counts['files']} files, {counts['rejects']} rejects"
+    )
+    return 0
+
+
+def cmd_rejects(args: argparse.Namespace) -> int:
+    """List every refused line or file: where, why, and how it started."""
+    from daemon.store import Store
+
+    with Store.open(Path(args.db), readonly=True) as store:
+        rows = store.rejects()
+    for r in rows:
+        where = f"{r['path']}:{r['line']}" if r["line"] else r["path"]
+        gen = f" (generation {r['generation']})" if r["generation"] else ""
+        print(f"{where}{gen}\t{r['source']}\t{r['reason']}\t{r['snippet'][:120]!r}")
+    print(f"{len(rows)} rejects", file=sys.stderr)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``export decisions``: JSON Lines, one stored decision per line, sorted by id."""
+    from daemon.store import Store
+
+    config = _load_config_or_exit(Path(args.config) if args.config else None)
+    with Store.open(Path(args.db), readonly=True) as store:
+        decisions = store.events(decisions_only=config.decision_kinds)
+    decisions.sort(key=lambda e: (e.id, e.order))
+    out = sys.stdout
+    for d in decisions:
+        out.write(json.dumps(decision_json(d), ensure_ascii=False, sort_keys=True) + "\n")
+    return 0
+
+
+def decision_json(d: Event) -> dict[str, object]:
+    """A decision as exported: every parsed field, its citations and its source location."""
+    return {
+        "id": d.id, "ts": format_ts(d.ts), "agent": d.agent, "kind": d.kind, "thread": d.thread,
+        "text": d.text, "prompt": d.prompt, "reason": d.reason, "alternatives": list(d.alternatives),
+        "subject": list(d.subject), "corrects": d.corrects,
+        "citations": [{"type": c.type, "target": c.target} for c in d.citations],
+        "source": {"path": d.path, "line": d.line, "generation": d.generation},
+    }
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """Generate a seeded demo/test state directory."""
+    from daemon import simulate
+
+    return simulate.main(args)
+
+
 def _add_source(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--state", metavar="DIR", help="read a state directory afresh")
@@ -134,12 +200,28 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scoring(p)
     p.set_defaults(func=cmd_audit)
 
-    for register in _EXTRA_COMMANDS:
-        register(sub)
+    p = sub.add_parser("ingest", help="one-shot catch-up of a state directory into a database")
+    p.add_argument("--state", required=True, metavar="DIR")
+    p.add_argument("--db", required=True, metavar="FILE")
+    p.add_argument("--config", metavar="FILE")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("rejects", help="list refused lines and files")
+    p.add_argument("--db", required=True, metavar="FILE")
+    p.set_defaults(func=cmd_rejects)
+
+    p = sub.add_parser("export", help="export stored records as JSON Lines")
+    p.add_argument("what", choices=["decisions"])
+    p.add_argument("--db", required=True, metavar="FILE")
+    p.add_argument("--config", metavar="FILE")
+    p.set_defaults(func=cmd_export)
+
+    from daemon import simulate
+
+    p = sub.add_parser("simulate", help="generate a seeded state directory with agents following policies")
+    simulate.add_arguments(p)
+    p.set_defaults(func=cmd_simulate)
     return parser
-
-
-_EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = []
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -79,7 +79,7 @@ def render_audit(a: AgentResult, result: WindowResult, min_decisions: int) -> st
         cells = []
         for c in COMPONENTS:
             o = row.outcomes[c]
-            cells.append(f"{o.mark} ({o.why})" if o.why and o.mark != "—" else o.mark)
+            cells.append(f"{o.mark} ({o.why})" if o.why else o.mark)
         lines.append("\t".join([format_ts(d.ts), d.kind, d.id, d.location, cites, *cells]))
     lines.append("")
     lines.extend(_arith(a))

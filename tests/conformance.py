@@ -71,8 +71,6 @@ def compare(actual: Any, expected: Any, path: str = "") -> list[str]:
         if abs(actual - expected) > 1e-9:
             diffs.append(f"{path}: {actual!r} != {expected!r}")
     elif actual != expected or type(actual) is not type(expected):
-        if not (isinstance(expected, int) and isinstance(actual, int)):
-            diffs.append(f"{path}: {actual!r} != {expected!r}")
-        elif actual != expected:
+        if not (isinstance(expected, int) and isinstance(actual, int)) or actual != expected:
             diffs.append(f"{path}: {actual!r} != {expected!r}")
     return diffs

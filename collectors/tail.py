@@ -1,0 +1,145 @@
+"""Tailing JSON Lines files: recognising a file again and reading its complete lines.
+
+A file is known by (device, inode) plus a fingerprint of its head and a marker of the bytes
+just before the saved offset; if either no longer matches, the file was truncated or
+replaced in place and is read again from 0 as a new *generation*.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import BinaryIO
+
+from collectors.jsonl import MAX_LINE_BYTES
+
+HEAD_BYTES = 1024
+MARKER_BYTES = 64
+CHUNK = 1 << 20
+SNIPPET_BYTES = 800
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """How far a JSON Lines file has been read, and how to recognise that file again."""
+
+    path: str
+    dev: int
+    ino: int
+    generation: int
+    offset: int
+    line: int
+    head_len: int
+    head_sha: str
+    marker_sha: str
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+EMPTY_SHA = _sha(b"")
+
+
+def new_cursor(path: str, dev: int, ino: int, generation: int = 0) -> Cursor:
+    """A cursor at offset 0 of a file seen for the first time (or restarted)."""
+    return Cursor(path, dev, ino, generation, 0, 0, 0, EMPTY_SHA, EMPTY_SHA)
+
+
+def advance(cursor: Cursor, fd: int, offset: int, line: int) -> Cursor:
+    """The cursor moved to ``offset`` (just past a newline), with head and marker re-taken."""
+    head_len = min(HEAD_BYTES, offset)
+    marker_len = min(MARKER_BYTES, offset)
+    return replace(
+        cursor,
+        offset=offset,
+        line=line,
+        head_len=head_len,
+        head_sha=_sha(os.pread(fd, head_len, 0)),
+        marker_sha=_sha(os.pread(fd, marker_len, offset - marker_len)),
+    )
+
+
+def matches(fd: int, cursor: Cursor) -> bool:
+    """True iff the open file still holds, unchanged, the bytes the cursor has read."""
+    st = os.fstat(fd)
+    if st.st_size < cursor.offset:
+        return False
+    if _sha(os.pread(fd, cursor.head_len, 0)) != cursor.head_sha:
+        return False
+    marker_len = min(MARKER_BYTES, cursor.offset)
+    return _sha(os.pread(fd, marker_len, cursor.offset - marker_len)) == cursor.marker_sha
+
+
+def find_rotated(directory: str, cursor: Cursor) -> str | None:
+    """The file in ``directory`` that is the cursor's file under another name (rename rotation)."""
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            if entry.inode() != cursor.ino or not entry.is_file(follow_symlinks=False):
+                continue
+            st = entry.stat(follow_symlinks=False)
+            if st.st_dev != cursor.dev:
+                continue
+            fd = os.open(entry.path, os.O_RDONLY)
+            try:
+                if matches(fd, cursor):
+                    return entry.path
+            finally:
+                os.close(fd)
+        except OSError:
+            continue
+    return None
+
+
+@dataclass(frozen=True)
+class RawLine:
+    """One complete line: ``data`` without its newline, None when it exceeds the size limit."""
+
+    end: int
+    data: bytes | None
+    snippet: bytes
+
+
+def complete_lines(f: BinaryIO, offset: int, limit: int = MAX_LINE_BYTES) -> Iterator[RawLine]:
+    """Yield the newline-terminated lines from ``offset``; an unterminated last line is not read.
+
+    Memory stays bounded: a line longer than ``limit`` is skipped up to its newline and yielded
+    with ``data=None`` so the caller can reject it.
+    """
+    f.seek(offset)
+    base = offset  # file offset of buf[0]
+    buf = b""
+    skipping: bytes | None = None  # snippet of an oversized line being skipped
+    while True:
+        chunk = f.read(CHUNK)
+        if not chunk:
+            return
+        if skipping is not None:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                base += len(chunk)
+                continue
+            yield RawLine(base + nl + 1, None, skipping)
+            skipping = None
+            base += nl + 1
+            chunk = chunk[nl + 1 :]
+        buf += chunk
+        start = 0
+        while (nl := buf.find(b"\n", start)) >= 0:
+            line = buf[start:nl]
+            # The limit is on the line without its ending; allow for a "\r" before "\n".
+            data = line if len(line) <= limit + 1 else None
+            yield RawLine(base + nl + 1, data, line[:SNIPPET_BYTES])
+            start = nl + 1
+        buf = buf[start:]
+        base += start
+        if len(buf) > limit + 1:
+            skipping = buf[:SNIPPET_BYTES]
+            base += len(buf)
+            buf = b""

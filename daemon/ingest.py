@@ -1,0 +1,280 @@
+"""Exactly-once ingestion of a state directory into the store.
+
+One pass (:meth:`Ingester.scan`) walks the root in read order, updates the file index,
+tails every JSON Lines source from its saved cursor and re-parses changed Markdown and
+report files. Rows, rejects and the cursor that produced them are committed in one
+transaction per batch, so a crash at any point loses nothing and doubles nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from collectors.evals import parse_eval
+from collectors.jsonl import parse_event, parse_label, strip_ending
+from collectors.markdown import decode, front_matter_ts, parse_markdown
+from collectors.records import Event, Label, Reject
+from collectors.statedir import FileInfo, glob_match, stat_file, walk
+from collectors.tail import Cursor, advance, complete_lines, find_rotated, matches, new_cursor
+from daemon.config import Config
+from daemon.store import IndexRow, Store
+
+log = logging.getLogger("honestyd.ingest")
+
+BATCH_LINES = 5000
+Clock = Callable[[], datetime]
+
+
+def system_clock() -> datetime:
+    """The wall clock, as an aware UTC datetime."""
+    return datetime.now(UTC)
+
+
+@dataclass
+class IngestStats:
+    """What one pass did (records by source, rejects by (source, reason))."""
+
+    records: Counter[str] = field(default_factory=Counter)
+    rejects: Counter[tuple[str, str]] = field(default_factory=Counter)
+    files: int = 0
+    deleted: int = 0
+
+    def merge(self, other: IngestStats) -> None:
+        """Add another pass's figures to these."""
+        self.records.update(other.records)
+        self.rejects.update(other.rejects)
+        self.files += other.files
+        self.deleted += other.deleted
+
+
+class Ingester:
+    """Feeds one state root into one store. ``observed`` = True means a watcher saw the change now."""
+
+    def __init__(self, store: Store, root: Path, config: Config, clock: Clock = system_clock) -> None:
+        self.store = store
+        self.root = root
+        self.config = config
+        self.clock = clock
+
+    def source_of(self, rel: str) -> str | None:
+        """Which source a relative path belongs to (heartbeats, labels, briefs, findings, evals)."""
+        g = self.config.globs
+        for name in ("heartbeats", "labels", "briefs", "findings", "evals"):
+            if glob_match(getattr(g, name), rel):
+                return name
+        return None
+
+    # --- whole passes
+
+    def scan(self, *, observed: bool = False) -> IngestStats:
+        """One full pass over the root: index, tail, re-parse; deleted files are noticed."""
+        stats = IngestStats()
+        seen: set[str] = set()
+        for info in walk(self.root):
+            seen.add(info.path)
+            stats.merge(self.ingest_file(info, observed=observed))
+        # Logs that vanished from their glob may have been rotated away: drain them.
+        for cursor in self.store.cursors():
+            if cursor.path not in seen:
+                stats.merge(self._tail(cursor.path, None))
+        stats.merge(self._forget_missing(seen))
+        return stats
+
+    def ingest_path(self, rel: str, *, observed: bool = True) -> IngestStats:
+        """Bring one path up to date (a watcher event): it may be new, changed or gone."""
+        info = stat_file(self.root, rel)
+        if info is None:
+            stats = IngestStats()
+            if self.source_of(rel) in ("heartbeats", "labels"):
+                stats.merge(self._tail(rel, None))
+            index = self.store.index_rows().get(rel)
+            if index is not None and index.deleted is None:
+                stats.merge(self._delete(rel))
+            return stats
+        return self.ingest_file(info, observed=observed)
+
+    def ingest_file(self, info: FileInfo, *, observed: bool = False) -> IngestStats:
+        """Index one file and ingest it as its source says."""
+        source = self.source_of(info.path)
+        stats = IngestStats(files=1)
+        if source in ("heartbeats", "labels"):
+            self._index(info, None, observed)
+            stats.merge(self._tail(info.path, info))
+        elif source is not None or info.path.endswith(".md"):
+            stats.merge(self._whole_file(info, source, observed))
+        else:
+            self._index(info, None, observed)
+        return stats
+
+    # --- the file index
+
+    def _index(self, info: FileInfo, fm_created: datetime | None, observed: bool, sha: str | None = None) -> bool:
+        """Update the index entry of a file; True iff it is new or changed. Call inside atomic()."""
+        row = self.store.index_rows_get(info.path)
+        seen_at = self.clock() if observed else info.mtime
+        changed = row is None or row.deleted is not None or (row.mtime_ns, row.size, row.sha) != (
+            info.mtime_ns, info.size, sha
+        )
+        if not changed:
+            return False
+        if row is None or row.deleted is not None:
+            created = fm_created or seen_at
+            with self.store.atomic():
+                self.store.put_file(IndexRow(info.path, created, None, info.mtime_ns, info.size, sha,
+                                             fm_created is not None))
+                # Batch semantics (spec 1.4): an mtime that differs from created is a modification.
+                if not observed and info.mtime != created:
+                    self.store.add_file_change(info.path, info.mtime)
+            return True
+        created = fm_created or row.created
+        with self.store.atomic():
+            self.store.put_file(IndexRow(info.path, created, None, info.mtime_ns, info.size, sha,
+                                         fm_created is not None))
+            self.store.add_file_change(info.path, seen_at)
+        return True
+
+    def _forget_missing(self, seen: set[str]) -> IngestStats:
+        stats = IngestStats()
+        for path, row in self.store.index_rows().items():
+            if row.deleted is None and path not in seen:
+                stats.merge(self._delete(path))
+        return stats
+
+    def _delete(self, path: str) -> IngestStats:
+        row = self.store.index_rows_get(path)
+        if row is None:
+            return IngestStats()
+        with self.store.atomic():
+            self.store.put_file(IndexRow(path, row.created, self.clock(), row.mtime_ns, row.size, row.sha,
+                                         row.front_matter))
+            # Deleting a brief or finding removes its decision (spec 1.2); logs keep their records.
+            self.store.remove_document(path)
+            if self.source_of(path) == "evals":
+                self.store.remove_eval(path)
+        return IngestStats(deleted=1)
+
+    # --- Markdown files and reports: parsed whole, replaced on change
+
+    def _whole_file(self, info: FileInfo, source: str | None, observed: bool) -> IngestStats:
+        stats = IngestStats()
+        try:
+            raw = Path(info.abspath).read_bytes()
+        except OSError as exc:
+            log.warning("%s: cannot read: %s", info.path, exc.strerror)
+            return stats
+        sha = hashlib.sha256(raw).hexdigest()
+        fm_created = None
+        if info.path.endswith(".md"):
+            text = decode(raw, info.path)
+            fm_created = front_matter_ts(text) if isinstance(text, str) else None
+        row = self.store.index_rows_get(info.path)
+        if row is not None and row.deleted is None and row.sha == sha and row.mtime_ns == info.mtime_ns:
+            return stats
+        with self.store.atomic():
+            self._index(info, fm_created, observed, sha)
+            if source in ("briefs", "findings"):
+                self.store.remove_document(info.path)
+                kind = "brief" if source == "briefs" else "finding"
+                parsed = parse_markdown(raw, info.path, kind, info.mtime, self.config.github_repo)
+                self._record(parsed, source, 0, stats)
+            elif source == "evals":
+                report = parse_eval(raw, info.path)
+                if isinstance(report, Reject):
+                    self.store.remove_eval(info.path)
+                    self._reject(report, source, 0, stats)
+                else:
+                    self.store.put_eval(report, sha)
+                    stats.records[source] += 1
+        return stats
+
+    def _record(self, parsed: Event | Label | Reject, source: str, generation: int, stats: IngestStats) -> None:
+        if isinstance(parsed, Reject):
+            self._reject(parsed, source, generation, stats)
+        elif isinstance(parsed, Label):
+            stats.records[source] += self.store.add_labels([parsed])
+        else:
+            stats.records[source] += self.store.add_events([parsed])
+
+    def _reject(self, reject: Reject, source: str, generation: int, stats: IngestStats) -> None:
+        where = f"{reject.path}:{reject.line}" if reject.line is not None else reject.path
+        log.warning("%s: rejected (%s): %s", where, reject.reason, reject.snippet[:80])
+        self.store.add_rejects([reject], source, generation, self.clock())
+        stats.rejects[(source, reject.reason)] += 1
+
+    # --- JSON Lines: tail from the cursor
+
+    def _tail(self, rel: str, info: FileInfo | None) -> IngestStats:
+        """Read what is new in one JSON Lines source, following rotation and truncation."""
+        stats = IngestStats()
+        source = self.source_of(rel) or "heartbeats"
+        cursor = self.store.cursor(rel)
+        if cursor is not None and (info is None or (info.dev, info.ino) != (cursor.dev, cursor.ino)):
+            # Identity changed or the file is gone: finish the old file wherever it now lives.
+            directory = os.path.dirname(os.path.realpath(os.path.join(self.root, rel)))
+            old = find_rotated(directory, cursor)
+            if old is not None:
+                self._read(old, cursor, source, stats)
+            if info is None:
+                return stats
+            cursor = new_cursor(rel, info.dev, info.ino, cursor.generation + 1)
+        if info is None:
+            return stats
+        if cursor is None:
+            cursor = new_cursor(rel, info.dev, info.ino)
+        self._read(info.abspath, cursor, source, stats)
+        return stats
+
+    def _read(self, abspath: str, cursor: Cursor, source: str, stats: IngestStats) -> Cursor:
+        try:
+            f = open(abspath, "rb")  # noqa: SIM115 - closed below; kept open across batches
+        except OSError:
+            return cursor
+        with f:
+            fd = f.fileno()
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != (cursor.dev, cursor.ino):
+                return cursor  # replaced between stat and open: the next pass sees the new one
+            if not matches(fd, cursor):
+                log.info("%s: truncated or rewritten; reading again from the start", cursor.path)
+                cursor = new_cursor(cursor.path, cursor.dev, cursor.ino, cursor.generation + 1)
+            line = cursor.line
+            batch: list[Event | Label | Reject] = []
+            end = cursor.offset
+            for raw in complete_lines(f, cursor.offset):
+                line += 1
+                end = raw.end
+                batch.append(self._parse_line(raw.data, raw.snippet, cursor.path, line, cursor.generation, source))
+                if len(batch) >= BATCH_LINES:
+                    cursor = self._commit(batch, cursor, fd, end, line, source, stats)
+                    batch = []
+            if batch or end != cursor.offset or self.store.cursor(cursor.path) != cursor:
+                cursor = self._commit(batch, cursor, fd, end, line, source, stats)
+        return cursor
+
+    def _parse_line(
+        self, data: bytes | None, snippet: bytes, path: str, line: int, generation: int, source: str
+    ) -> Event | Label | Reject:
+        if data is None:
+            return Reject(path, line, "oversized", snippet.decode("utf-8", "replace")[:200])
+        data = strip_ending(data)
+        if source == "labels":
+            return parse_label(data, path, line, generation)
+        return parse_event(data, path, line, self.config.github_repo, generation)
+
+    def _commit(
+        self, batch: list[Event | Label | Reject], cursor: Cursor, fd: int, end: int, line: int, source: str,
+        stats: IngestStats,
+    ) -> Cursor:
+        moved = advance(cursor, fd, end, line)
+        with self.store.atomic():
+            for parsed in batch:
+                self._record(parsed, source, cursor.generation, stats)
+            self.store.put_cursor(moved)
+        return moved

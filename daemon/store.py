@@ -1,0 +1,403 @@
+"""The store: SQLite in WAL mode, the only module that writes SQL.
+
+Every write goes through :meth:`Store.atomic`, so parsed rows, rejects and the file cursor
+that produced them are committed together: a crash leaves either all of a batch or none of
+it, and the unique keys (path, generation, line) make a replay harmless.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from collectors.citations import Citation
+from collectors.records import CheckResult, EvalReport, Event, FileEntry, Label, Reject
+from collectors.tail import Cursor
+from scorers.context import Records
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def to_us(ts: datetime) -> int:
+    """Aware datetime → integer microseconds since the epoch (exact, sortable)."""
+    delta = ts - EPOCH
+    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_us(us: int) -> datetime:
+    """Integer microseconds since the epoch → aware UTC datetime."""
+    return EPOCH + timedelta(microseconds=us)
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """The stored file-index state of one path (what the next scan compares against)."""
+
+    path: str
+    created: datetime
+    deleted: datetime | None
+    mtime_ns: int
+    size: int
+    sha: str | None
+    front_matter: bool
+
+
+Migration = Callable[[sqlite3.Connection], None]
+
+
+def _run_script(conn: sqlite3.Connection, script: str) -> None:
+    """Run ``;``-separated DDL inside the caller's transaction (executescript would commit it)."""
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def _m001_initial(conn: sqlite3.Connection) -> None:
+    _run_script(
+        conn,
+        """
+        CREATE TABLE events (
+            rowid INTEGER PRIMARY KEY,
+            path TEXT NOT NULL, generation INTEGER NOT NULL, line INTEGER NOT NULL,
+            id TEXT NOT NULL, ts_us INTEGER NOT NULL, agent TEXT NOT NULL, kind TEXT NOT NULL,
+            thread TEXT, text TEXT NOT NULL, prompt TEXT, reason TEXT,
+            alternatives TEXT NOT NULL, subject TEXT NOT NULL, corrects TEXT,
+            UNIQUE (path, generation, line)
+        );
+        CREATE INDEX events_ts ON events (ts_us);
+        CREATE INDEX events_id ON events (id);
+        CREATE TABLE citations (
+            event INTEGER NOT NULL REFERENCES events(rowid) ON DELETE CASCADE,
+            seq INTEGER NOT NULL, type TEXT NOT NULL, target TEXT NOT NULL,
+            PRIMARY KEY (event, seq)
+        );
+        CREATE INDEX citations_target ON citations (type, target);
+        CREATE TABLE labels (
+            path TEXT NOT NULL, generation INTEGER NOT NULL, line INTEGER NOT NULL,
+            ts_us INTEGER NOT NULL, decision TEXT NOT NULL, value TEXT NOT NULL, reviewer TEXT NOT NULL,
+            PRIMARY KEY (path, generation, line)
+        );
+        CREATE TABLE rejects (
+            path TEXT NOT NULL, generation INTEGER NOT NULL, line INTEGER NOT NULL,
+            source TEXT NOT NULL, reason TEXT NOT NULL, snippet TEXT NOT NULL, seen_us INTEGER NOT NULL,
+            PRIMARY KEY (path, generation, line)
+        );
+        CREATE TABLE cursors (
+            path TEXT PRIMARY KEY, dev INTEGER NOT NULL, ino INTEGER NOT NULL,
+            generation INTEGER NOT NULL, offset INTEGER NOT NULL, line INTEGER NOT NULL,
+            head_len INTEGER NOT NULL, head_sha TEXT NOT NULL, marker_sha TEXT NOT NULL
+        );
+        CREATE TABLE files (
+            path TEXT PRIMARY KEY, created_us INTEGER NOT NULL, deleted_us INTEGER,
+            mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, sha TEXT, front_matter INTEGER NOT NULL
+        );
+        CREATE TABLE file_changes (
+            path TEXT NOT NULL, at_us INTEGER NOT NULL, PRIMARY KEY (path, at_us)
+        );
+        CREATE TABLE checks (
+            seq INTEGER PRIMARY KEY, target TEXT NOT NULL, type TEXT NOT NULL,
+            checked_us INTEGER NOT NULL, ok INTEGER, status INTEGER
+        );
+        CREATE INDEX checks_target ON checks (type, target, checked_us);
+        CREATE TABLE evals (
+            path TEXT PRIMARY KEY, model TEXT NOT NULL, report TEXT NOT NULL, sha TEXT NOT NULL
+        );
+        """
+    )
+
+
+#: Named migrations, applied in order and recorded in the ``migrations`` table.
+MIGRATIONS: Sequence[tuple[str, Migration]] = (("001_initial", _m001_initial),)
+
+_EVENT_COLUMNS = (
+    "path, generation, line, id, ts_us, agent, kind, thread, text, prompt, reason, alternatives, subject, corrects"
+)
+
+
+class Store:
+    """One SQLite database; construct with :meth:`open`. Not thread-safe: one writer."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.db = sqlite_utils.Database(conn)
+
+    @classmethod
+    def open(cls, path: Path | str, *, readonly: bool = False) -> Store:
+        """Open (creating and migrating unless ``readonly``) the database at ``path``."""
+        if readonly:
+            if str(path) != ":memory:" and not Path(path).exists():
+                raise FileNotFoundError(f"no database at {path}")
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        else:
+            conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=5000")
+        store = cls(conn)
+        if not readonly:
+            store.migrate()
+        return store
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """One transaction (``BEGIN IMMEDIATE``: the write lock up front, so no upgrade deadlock)."""
+        if self.conn.in_transaction:
+            with self.db.atomic():
+                yield
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def migrate(self) -> list[str]:
+        """Apply the migrations not yet recorded; returns their names."""
+        self.conn.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+        done = {row[0] for row in self.conn.execute("SELECT name FROM migrations")}
+        applied = []
+        for name, migration in MIGRATIONS:
+            if name in done:
+                continue
+            with self.atomic():
+                migration(self.conn)
+                self.conn.execute(
+                    "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
+                    (name, datetime.now(UTC).isoformat()),
+                )
+            applied.append(name)
+        return applied
+
+    def migrations(self) -> list[str]:
+        """Names of the applied migrations, in order."""
+        return [r[0] for r in self.conn.execute("SELECT name FROM migrations ORDER BY rowid")]
+
+    # --- writes (call inside atomic())
+
+    def add_events(self, events: Iterable[Event]) -> int:
+        """Insert events (heartbeat lines, or Markdown decisions with line 0); replays are ignored."""
+        added = 0
+        for e in events:
+            cur = self.conn.execute(
+                f"INSERT OR IGNORE INTO events ({_EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    e.path, e.generation, e.line or 0, e.id, to_us(e.ts), e.agent, e.kind, e.thread, e.text,
+                    e.prompt, e.reason, json.dumps(e.alternatives), json.dumps(e.subject), e.corrects,
+                ),
+            )
+            if cur.rowcount:
+                added += 1
+                rowid = cur.lastrowid
+                self.conn.executemany(
+                    "INSERT INTO citations (event, seq, type, target) VALUES (?,?,?,?)",
+                    [(rowid, i, c.type, c.target) for i, c in enumerate(e.citations)],
+                )
+        return added
+
+    def add_labels(self, labels: Iterable[Label]) -> int:
+        """Insert labels; replays are ignored."""
+        cur = self.conn.executemany(
+            "INSERT OR IGNORE INTO labels (path, generation, line, ts_us, decision, value, reviewer)"
+            " VALUES (?,?,?,?,?,?,?)",
+            [(lb.path, lb.generation, lb.line, to_us(lb.ts), lb.decision, lb.value, lb.reviewer) for lb in labels],
+        )
+        return max(cur.rowcount, 0)
+
+    def add_rejects(self, rejects: Iterable[Reject], source: str, generation: int, seen: datetime) -> int:
+        """Record refused lines or files (a file's reject, line 0, is replaced when it is seen again)."""
+        cur = self.conn.executemany(
+            "INSERT OR REPLACE INTO rejects (path, generation, line, source, reason, snippet, seen_us)"
+            " VALUES (?,?,?,?,?,?,?)",
+            [(r.path, generation, r.line or 0, source, r.reason, r.snippet, to_us(seen)) for r in rejects],
+        )
+        return max(cur.rowcount, 0)
+
+    def remove_document(self, path: str) -> None:
+        """Forget the decision and reject of a Markdown file (deleted, or about to be re-parsed)."""
+        self.conn.execute("DELETE FROM events WHERE path = ? AND line = 0", (path,))
+        self.conn.execute("DELETE FROM rejects WHERE path = ? AND line = 0", (path,))
+
+    def put_cursor(self, c: Cursor) -> None:
+        """Save where a JSON Lines file has been read to."""
+        self.conn.execute(
+            "INSERT OR REPLACE INTO cursors (path, dev, ino, generation, offset, line, head_len, head_sha,"
+            " marker_sha) VALUES (?,?,?,?,?,?,?,?,?)",
+            (c.path, c.dev, c.ino, c.generation, c.offset, c.line, c.head_len, c.head_sha, c.marker_sha),
+        )
+
+    def put_file(self, row: IndexRow) -> None:
+        """Insert or update a file-index entry."""
+        self.conn.execute(
+            "INSERT OR REPLACE INTO files (path, created_us, deleted_us, mtime_ns, size, sha, front_matter)"
+            " VALUES (?,?,?,?,?,?,?)",
+            (row.path, to_us(row.created), to_us(row.deleted) if row.deleted else None, row.mtime_ns, row.size,
+             row.sha, int(row.front_matter)),
+        )
+
+    def add_file_change(self, path: str, at: datetime) -> None:
+        """Record that a file was seen modified at ``at``."""
+        self.conn.execute("INSERT OR IGNORE INTO file_changes (path, at_us) VALUES (?, ?)", (path, to_us(at)))
+
+    def put_eval(self, report: EvalReport, sha: str) -> None:
+        """Insert or replace a benchmark report."""
+        data = {k: getattr(report, k) for k in ("model", "tasks", "passed", "failed", "ci_low", "ci_high", "honesty")}
+        self.conn.execute(
+            "INSERT OR REPLACE INTO evals (path, model, report, sha) VALUES (?,?,?,?)",
+            (report.path, report.model, json.dumps(data, sort_keys=True), sha),
+        )
+
+    def remove_eval(self, path: str) -> None:
+        """Forget a deleted benchmark report."""
+        self.conn.execute("DELETE FROM evals WHERE path = ?", (path,))
+
+    def add_checks(self, checks: Iterable[CheckResult]) -> None:
+        """Append verification results (their order of arrival breaks ties)."""
+        self.conn.executemany(
+            "INSERT INTO checks (target, type, checked_us, ok, status) VALUES (?,?,?,?,?)",
+            [(c.target, c.type, to_us(c.checked_at), None if c.ok is None else int(c.ok), c.status) for c in checks],
+        )
+
+    # --- reads
+
+    def cursor(self, path: str) -> Cursor | None:
+        """The saved cursor of a JSON Lines file."""
+        row = self.conn.execute(
+            "SELECT path, dev, ino, generation, offset, line, head_len, head_sha, marker_sha FROM cursors"
+            " WHERE path = ?",
+            (path,),
+        ).fetchone()
+        return Cursor(*row) if row else None
+
+    def cursors(self) -> list[Cursor]:
+        """Every saved cursor."""
+        return [
+            Cursor(*r)
+            for r in self.conn.execute(
+                "SELECT path, dev, ino, generation, offset, line, head_len, head_sha, marker_sha FROM cursors"
+                " ORDER BY path"
+            )
+        ]
+
+    def index_rows(self) -> dict[str, IndexRow]:
+        """The whole stored file index."""
+        return {
+            r[0]: IndexRow(r[0], from_us(r[1]), from_us(r[2]) if r[2] is not None else None, r[3], r[4], r[5],
+                           bool(r[6]))
+            for r in self.conn.execute(
+                "SELECT path, created_us, deleted_us, mtime_ns, size, sha, front_matter FROM files"
+            )
+        }
+
+    def index_rows_get(self, path: str) -> IndexRow | None:
+        """The stored file-index state of one path."""
+        r = self.conn.execute(
+            "SELECT path, created_us, deleted_us, mtime_ns, size, sha, front_matter FROM files WHERE path = ?",
+            (path,),
+        ).fetchone()
+        if r is None:
+            return None
+        return IndexRow(r[0], from_us(r[1]), from_us(r[2]) if r[2] is not None else None, r[3], r[4], r[5], bool(r[6]))
+
+    def document_shas(self) -> dict[str, str | None]:
+        """Content hashes of the indexed files (to skip re-parsing unchanged Markdown)."""
+        return {r[0]: r[1] for r in self.conn.execute("SELECT path, sha FROM files")}
+
+    def eval_shas(self) -> dict[str, str]:
+        """Content hashes of the stored benchmark reports."""
+        return {r[0]: r[1] for r in self.conn.execute("SELECT path, sha FROM evals")}
+
+    def file_entries(self) -> dict[str, FileEntry]:
+        """The file index as scorer records (created, modifications, deletion)."""
+        changes: dict[str, list[datetime]] = {}
+        for path, at in self.conn.execute("SELECT path, at_us FROM file_changes ORDER BY path, at_us"):
+            changes.setdefault(path, []).append(from_us(at))
+        return {
+            row.path: FileEntry(row.path, row.created, tuple(changes.get(row.path, ())), row.deleted)
+            for row in self.index_rows().values()
+        }
+
+    def events(self, *, decisions_only: Sequence[str] | None = None) -> list[Event]:
+        """Every stored event and Markdown decision (``decisions_only``: those kinds or Markdown)."""
+        cites: dict[int, list[Citation]] = {}
+        for event, ctype, target in self.conn.execute("SELECT event, type, target FROM citations ORDER BY event, seq"):
+            cites.setdefault(event, []).append(Citation(ctype, target))
+        sql = f"SELECT rowid, {_EVENT_COLUMNS} FROM events"
+        params: list[Any] = []
+        if decisions_only is not None:
+            sql += f" WHERE line = 0 OR kind IN ({','.join('?' * len(decisions_only))})"
+            params = list(decisions_only)
+        out = []
+        for r in self.conn.execute(sql, params):
+            out.append(
+                Event(
+                    id=r[4], ts=from_us(r[5]), agent=r[6], kind=r[7], path=r[1], line=r[3] or None,
+                    generation=r[2], thread=r[8], text=r[9], citations=tuple(cites.get(r[0], ())),
+                    prompt=r[10], reason=r[11], alternatives=tuple(json.loads(r[12])),
+                    subject=tuple(json.loads(r[13])), corrects=r[14],
+                )
+            )
+        return out
+
+    def labels(self) -> list[Label]:
+        """Every stored label."""
+        return [
+            Label(from_us(r[3]), r[4], r[5], r[6], r[0], r[2], r[1])
+            for r in self.conn.execute(
+                "SELECT path, generation, line, ts_us, decision, value, reviewer FROM labels"
+            )
+        ]
+
+    def checks(self) -> list[CheckResult]:
+        """Every stored verification result, in arrival order."""
+        return [
+            CheckResult(r[1], r[2], from_us(r[3]), None if r[4] is None else bool(r[4]), r[5], r[0])
+            for r in self.conn.execute("SELECT seq, target, type, checked_us, ok, status FROM checks ORDER BY seq")
+        ]
+
+    def evals(self) -> list[EvalReport]:
+        """Every stored benchmark report."""
+        out = []
+        for path, report in self.conn.execute("SELECT path, report FROM evals ORDER BY path"):
+            data = json.loads(report)
+            out.append(EvalReport(path=path, **data))
+        return out
+
+    def load_records(self) -> Records:
+        """Everything the scorers need."""
+        return Records(self.events(), self.labels(), self.file_entries(), self.checks())
+
+    def rejects(self) -> list[dict[str, Any]]:
+        """Every refused line or file, in read order."""
+        cols = ("path", "generation", "line", "source", "reason", "snippet", "seen_us")
+        return [
+            dict(zip(cols, r, strict=True))
+            for r in self.conn.execute(f"SELECT {', '.join(cols)} FROM rejects ORDER BY path, generation, line")
+        ]
+
+    def counts(self) -> dict[str, int]:
+        """Row counts of the main tables (for summaries and tests)."""
+        return {
+            t: self.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("events", "labels", "rejects", "files", "checks", "evals")
+        }
