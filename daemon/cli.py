@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -63,6 +64,13 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 def _scoring_context(args: argparse.Namespace) -> Context:
     config = _load_config_or_exit(Path(args.config) if args.config else None)
+    if args.weights is not None:
+        if args.weights not in config.weights_versions:
+            known = ", ".join(sorted(config.weights_versions))
+            print(f"unknown weights version {args.weights!r} (known: {known})", file=sys.stderr)
+            raise SystemExit(2)
+        # Re-render every agent under one version, per-agent contracts included.
+        config = replace(config, weights_active=args.weights, weights_agents={})
     records = load_records(args, config)
     if args.verify_paths:
         records = with_path_checks(records, args.at)
@@ -178,6 +186,7 @@ def _add_scoring(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="config.toml (default: built-in defaults)")
     p.add_argument("--checks", metavar="FILE", help="link-check results, JSON Lines")
     p.add_argument("--verify-paths", action="store_true", help="check every path citation at --at")
+    p.add_argument("--weights", metavar="VERSION", help="score every agent with this weights version")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 

@@ -1,0 +1,71 @@
+"""Small builders for pure scorer tests: events, labels, files and checks from short arguments."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from collectors.citations import extract
+from collectors.records import CheckResult, Event, FileEntry, Label
+from daemon.config import Config
+from scorers.context import Context, Records
+from scorers.outcome import Outcome
+from scorers.score import RULES, WindowResult, evaluate
+
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+DAY = timedelta(days=1)
+
+
+def t(minutes: float = 0, *, hours: float = 0, days: float = 0) -> datetime:
+    """T0 shifted by the given offsets (negative = earlier)."""
+    return T0 + timedelta(minutes=minutes, hours=hours, days=days)
+
+
+_line = iter(range(1, 10**9))
+
+
+def ev(
+    id: str, ts: datetime, *, agent: str = "ada", kind: str = "dm", text: str = "", cites: tuple[str, ...] = (),
+    path: str = "heartbeats/a.jsonl", line: int | None = None, repo: str = "acme/app", markdown: bool = False,
+    **fields: Any,
+) -> Event:
+    """A heartbeat event, or a Markdown decision (``markdown``: no line); citations extracted as the parser does."""
+    return Event(
+        id=id, ts=ts, agent=agent, kind=kind, path=path,
+        line=None if markdown else line if line is not None else next(_line),
+        text=text, citations=extract(text, cites, repo), **fields,
+    )
+
+
+def label(decision: str, ts: datetime, value: str = "down", reviewer: str = "andrew", line: int | None = None) -> Label:
+    """A reviewer label."""
+    return Label(ts, decision, value, reviewer, "labels/r.jsonl", line if line is not None else next(_line))
+
+
+def file(path: str, created: datetime, *modified: datetime, deleted: datetime | None = None) -> FileEntry:
+    """A file-index entry."""
+    return FileEntry(path, created, tuple(modified), deleted)
+
+
+def check(target: str, type: str, at: datetime, ok: bool | None, seq: int = 0) -> CheckResult:
+    """A link-check result."""
+    return CheckResult(target, type, at, ok, 200 if ok else 404, seq)
+
+
+def records(*events: Event, labels: tuple[Label, ...] = (), files: tuple[FileEntry, ...] = (),
+            checks: tuple[CheckResult, ...] = ()) -> Records:
+    """Scorer records from parts."""
+    return Records(list(events), list(labels), {f.path: f for f in files}, list(checks))
+
+
+def outcome(component: str, d: Event, recs: Records, at: datetime, window: timedelta = DAY,
+            config: Config | None = None) -> Outcome:
+    """One component's outcome for one decision."""
+    ctx = Context(recs, at, config or Config(github_repo="acme/app"))
+    found = next(x for x in ctx.decisions if x.id == d.id)
+    return RULES[component](found, ctx, window)
+
+
+def score(recs: Records, at: datetime, window: str = "24h", config: Config | None = None) -> WindowResult:
+    """The window result."""
+    return evaluate(recs, at, window, config or Config(github_repo="acme/app"))
