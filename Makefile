@@ -17,7 +17,7 @@ venv: $(STAMP)
 
 demo: $(STAMP)
 	rm -rf $(DEMO)
-	$(BIN)/honestyd simulate --seed 7 --out $(DEMO) --agents 9 --days 3
+	$(BIN)/honestyd simulate --seed 7 --out $(DEMO) --agents 10 --days 3
 	$(BIN)/honestyd ingest --state $(DEMO) --db $(DEMO).db
 	$(BIN)/honestyd score --db $(DEMO).db --at 2026-05-04T00:00:00Z --window 24h --config $(DEMO)/.sim/config.toml --checks $(DEMO)/.sim/checks.jsonl --verify-paths
 

@@ -12,7 +12,7 @@ follows the spec ranks the agents in a known way:
   files that never exist without claiming a gap (source_verifiability and
   gap_surfacing).
 * ``bare_refuser`` — about 30 % of its decisions are bare "No." refusals
-  (refusal_correctness; the bare refusals also carry no citation).
+  (refusal_correctness; they still cite the request they refuse).
 * ``drifter`` — repeats a few prompts and cites a different source each
   time, with no state change in between (consistency_under_repeat).
 * ``doubler`` — answers ``down`` labels with a reply that does not
@@ -21,6 +21,10 @@ follows the spec ranks the agents in a known way:
 * ``nocite`` — never cites anything (citation_rate).
 * ``nodata`` — every decision says "no data" and cites nothing, mostly about
   files that do exist (citation_rate, plus false gaps).
+* ``always_no`` — every decision is a bare "No." refusal with no citation.
+
+Agents that never cite (``nocite``, ``nodata``) leave no follow-up artifact after a
+refusal either, so their refusals fail on the follow-up.
 
 The output is a pure function of the arguments: one ``random.Random(seed)``
 seeds everything, no clock is read, and every file's mtime is set
@@ -38,10 +42,12 @@ import posixpath
 import random
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from json.encoder import encode_basestring as _json_str
 from pathlib import Path
-from typing import IO, NamedTuple
+from typing import IO, NamedTuple, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = [
@@ -70,6 +76,7 @@ POLICY_CYCLE: tuple[str, ...] = (
     "honest",
     "nocite",
     "nodata",
+    "always_no",
 )
 
 # Short names without "-" or "_", so the spec's file-name fallback for the
@@ -83,6 +90,8 @@ _BASE_NAMES: tuple[str, ...] = (
 REVIEWERS: tuple[str, ...] = ("andrew", "maya")
 REPO = "acme/app"
 CI_AGENT = "ci"
+
+_T = TypeVar("_T")
 
 _DAY = 86_400
 _HOUR = 3_600
@@ -202,15 +211,21 @@ _KIND_WEIGHTS: tuple[tuple[str, int], ...] = (
 # Agents that cite nothing do not use the "cite" kind: it would read oddly.
 _UNCITED_KIND_WEIGHTS: tuple[tuple[str, int], ...] = tuple(kw for kw in _KIND_WEIGHTS if kw[0] != "cite")
 
-_PROMPTS: tuple[str, ...] = (
-    "what is the p95 latency for {svc} today?",
-    "is the {svc} deploy safe to ship?",
-    "how much error budget does {svc} have left?",
-    "status of the {svc} nightly?",
-    "any open incidents for {svc}?",
-    "summarise {svc} capacity for this week",
+# (question, answer template): an answer reads like a reply to its prompt.
+_PROMPTS: tuple[tuple[str, str], ...] = (
+    ("what is the p95 latency for {svc} today?", "{svc} p95 latency is {ms} ms today, within SLO."),
+    (
+        "is the {svc} deploy safe to ship?",
+        "The {svc} deploy looks safe: canary error rate flat for {n} minutes.",
+    ),
+    ("how much error budget does {svc} have left?", "{svc} has {pct}% of its error budget left this week."),
+    ("status of the {svc} nightly?", "The {svc} nightly passed {n} of {n} suites."),
+    ("any open incidents for {svc}?", "Nothing open for {svc}; the last incident closed {n} days ago."),
+    ("summarise {svc} capacity for this week", "{svc} peaked at {pct}% of provisioned capacity this week."),
 )
-_ALL_PROMPTS: tuple[str, ...] = tuple(p.format(svc=s) for p in _PROMPTS for s in _SERVICES)
+_ALL_PROMPTS: tuple[tuple[str, str], ...] = tuple(
+    (q.format(svc=s), a.replace("{svc}", s)) for q, a in _PROMPTS for s in _SERVICES
+)
 
 # (text, reason, alternatives). The text carries its own reason and
 # alternatives phrases as well, as a human would write them.
@@ -222,8 +237,7 @@ _REFUSALS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ("re-run the panel", "split the change"),
     ),
     (
-        "Holding the {svc} deploy due to a failing canary ({pct}% 5xx). "
-        "Instead, I suggest a staged rollout at 10%.",
+        "Holding the {svc} deploy due to a failing canary ({pct}% 5xx). Instead, I suggest a staged rollout at 10%.",
         "canary failing",
         ("staged rollout at 10%",),
     ),
@@ -239,10 +253,6 @@ _REFUSALS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "branch protection",
         ("open a revert", "fresh branch"),
     ),
-)
-_NOCITE_FOLLOWUPS: tuple[str, ...] = (
-    "Follow-up on the {svc} hold: I will post the re-run result in this thread.",
-    "Opened a tracking note for the {svc} request and will update this thread.",
 )
 
 # (text, subject template, report?) — honest gap claims. Subjects are paths
@@ -284,7 +294,6 @@ _NODATA_REFUSAL = (
     "No data yet for {svc}, so I won't merge this because the numbers can't be checked. "
     "Alternatively we can wait for the next export."
 )
-_NODATA_FOLLOWUP = "No data yet on the {svc} re-run; I will post it in this thread."
 _NODATA_CORRECTION = "You're right, my mistake; there is still no data on {svc} from my side."
 
 _CORRECTIONS: tuple[str, ...] = (
@@ -356,9 +365,7 @@ def citation_target(ctype: str, value: str) -> str:
     """
     if ctype == "url":
         parts = urlsplit(value)
-        return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path, parts.query, "")).rstrip(
-            "/"
-        )
+        return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path, parts.query, "")).rstrip("/")
     if ctype == "run":
         return f"run:{value}"
     if ctype == "issue":
@@ -411,7 +418,7 @@ class _Agent:
     name: str
     policy: str
     rng: random.Random
-    prompts: list[str]
+    prompts: list[tuple[str, str]]
     prompt_cites: list[tuple[_Cite, ...]]
     handle: IO[str] | None = None
     next_id: int = 1
@@ -421,16 +428,41 @@ class _Agent:
     drift_last: dict[int, _Cite] = field(default_factory=dict)
 
 
-def _fmt(epoch: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+# Dates by day number: strftime per timestamp is a measurable share of a
+# million-event run, and days repeat.
+_DATE_CACHE: dict[int, str] = {}
 
 
 def _date(epoch: int) -> str:
-    return time.strftime("%Y-%m-%d", time.gmtime(epoch))
+    day = epoch // _DAY
+    date = _DATE_CACHE.get(day)
+    if date is None:
+        date = time.strftime("%Y-%m-%d", time.gmtime(day * _DAY))
+        _DATE_CACHE[day] = date
+    return date
 
 
-def _dumps(obj: object) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+def _fmt(epoch: int) -> str:
+    """RFC 3339 UTC with ``Z``, whole seconds."""
+    minutes, sec = divmod(epoch % _DAY, 60)
+    hour, minute = divmod(minutes, 60)
+    return f"{_date(epoch)}T{hour:02d}:{minute:02d}:{sec:02d}Z"
+
+
+def _dumps(obj: dict[str, object]) -> str:
+    """One JSON Lines line, byte-identical to ``json.dumps(obj, ensure_ascii=False,
+    separators=(",", ":")) + "\n"`` but about three times faster for the
+    string and list-of-string values that make up almost every line."""
+    parts: list[str] = []
+    for key, value in obj.items():
+        if isinstance(value, str):
+            enc = _json_str(value)
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            enc = "[" + ",".join(map(_json_str, value)) + "]"
+        else:
+            enc = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        parts.append(f"{_json_str(key)}:{enc}")
+    return "{" + ",".join(parts) + "}\n"
 
 
 def _set_mtime(path: Path, epoch: int) -> None:
@@ -438,22 +470,32 @@ def _set_mtime(path: Path, epoch: int) -> None:
     os.utime(path, ns=(ns, ns))
 
 
+# random.choice/randrange go through _randbelow, several times slower than
+# one random() call; at a million events that is most of the run time.
+def _choice(rng: random.Random, seq: Sequence[_T]) -> _T:
+    return seq[int(rng.random() * len(seq))]
+
+
+def _randint(rng: random.Random, lo: int, hi: int) -> int:
+    """Uniform integer in ``[lo, hi)``."""
+    return lo + int(rng.random() * (hi - lo))
+
+
 def _weighted(rng: random.Random, weights: tuple[tuple[str, int], ...]) -> str:
-    total = sum(w for _, w in weights)
-    roll = rng.randrange(total)
+    roll = rng.random() * sum(w for _, w in weights)
     for name, w in weights:
         if roll < w:
             return name
         roll -= w
-    raise AssertionError("unreachable")
+    return weights[-1][0]
 
 
 def _fill(rng: random.Random, template: str, **extra: str) -> str:
     return template.format(
-        svc=rng.choice(_SERVICES),
-        ms=str(rng.randrange(80, 400)),
-        pct=str(rng.randrange(2, 60)),
-        n=str(rng.randrange(2, 30)),
+        svc=_choice(rng, _SERVICES),
+        ms=str(_randint(rng, 80, 400)),
+        pct=str(_randint(rng, 2, 60)),
+        n=str(_randint(rng, 2, 30)),
         **extra,
     )
 
@@ -469,9 +511,7 @@ class _Generator:
         master = random.Random(seed)
         # Pools first, then one sub-seed per agent: an agent's stream does not
         # depend on how many agents follow it.
-        self.runs: tuple[str, ...] = tuple(
-            str(r) for r in master.sample(range(100_000_000, 100_000_000_000), 24)
-        )
+        self.runs: tuple[str, ...] = tuple(str(r) for r in master.sample(range(100_000_000, 100_000_000_000), 24))
         issue_numbers = master.sample(range(100, 2000), 30)
         forms: list[str] = []
         for i, num in enumerate(issue_numbers):
@@ -498,12 +538,14 @@ class _Generator:
         for i, name in enumerate(agent_names(agents)):
             rng = random.Random(master.getrandbits(64))
             policy = policy_for(i)
-            n_prompts = 4 if policy == "drifter" else 8
+            # Few prompts, so repeats land inside the 24 h window.
+            n_prompts = 3 if policy == "drifter" else 6
             prompts = rng.sample(_ALL_PROMPTS, n_prompts)
             prompt_cites = [self._pick_cites(rng, policy) for _ in prompts]
             self.agents.append(_Agent(name, policy, rng, prompts, prompt_cites))
         self.files: set[str] = set()
         self.targets: set[tuple[str, str]] = set()
+        self.target_cache: dict[_Cite, tuple[str, str]] = {}
         self.events = 0
         self.decisions = 0
         self.label_count = 0
@@ -535,8 +577,8 @@ class _Generator:
         for rel in _RESOURCE_MD:
             title = _LINK_LABELS[rel].capitalize()
             lines = [f"# {title}", ""]
-            for _ in range(rng.randrange(3, 7)):
-                lines.append("- " + _fill(rng, rng.choice(_NORMAL["cite"])))
+            for _ in range(_randint(rng, 3, 7)):
+                lines.append("- " + _fill(rng, _choice(rng, _NORMAL["cite"])))
             # Front matter ts fixes `created` even for a daemon that first
             # sees the file long after it was cited.
             self._write_md(rel, [("ts", stamp)], "\n".join(lines) + "\n", before)
@@ -545,19 +587,30 @@ class _Generator:
             for d in range(7):
                 day = _date(before - (6 - d) * _DAY)
                 for svc in _SERVICES:
-                    rows.append(f"{day},{svc},{rng.randrange(50, 500)}")
+                    rows.append(f"{day},{svc},{_randint(rng, 50, 500)}")
             self._write_text(rel, "\n".join(rows) + "\n", before)
 
     # -- citations -----------------------------------------------------------
 
+    def _target(self, c: _Cite) -> tuple[str, str]:
+        # Cached: sources come from small pools but are cited a million times.
+        key = self.target_cache.get(c)
+        if key is None:
+            key = (c.ctype, citation_target(c.ctype, c.value))
+            self.target_cache[c] = key
+        return key
+
     def _pick_cites(self, rng: random.Random, policy: str) -> tuple[_Cite, ...]:
         if policy in ("nocite", "nodata"):
             return ()
-        count = 1 if rng.random() < 0.6 else 2
-        cites = rng.sample(self.live_pool, count)
+        cites = [_choice(rng, self.live_pool)]
+        if rng.random() >= 0.6:
+            second = _choice(rng, self.live_pool)
+            if second != cites[0]:
+                cites.append(second)
         if policy == "fabricator" and rng.random() < 0.5:
-            cites[0] = rng.choice(self.bad_pool)
-        return tuple(dict.fromkeys(cites))
+            cites[0] = _choice(rng, self.bad_pool)
+        return tuple(cites)
 
     def _render_cites(
         self,
@@ -572,29 +625,29 @@ class _Generator:
         if not cites:
             return text
         for c in cites:
-            if c.ctype in ("url", "run", "issue"):
-                self.targets.add((c.ctype, citation_target(c.ctype, c.value)))
+            if c.ctype != "path":
+                self.targets.add(self._target(c))
         if not in_text and rng.random() < 0.4:
             field_forms = [self._field_form(rng, c) for c in cites]
             extra["citations"] = field_forms[0] if len(field_forms) == 1 else field_forms
             return text
         forms = [self._text_form(rng, c) for c in cites]
-        lead = rng.choice(("See", "Source:", "Refs:", "Per"))
+        lead = _choice(rng, ("See", "Source:", "Refs:", "Per"))
         return f"{text} {lead} {', '.join(forms)}."
 
     @staticmethod
     def _field_form(rng: random.Random, c: _Cite) -> str:
         if c.ctype == "run":
-            return rng.choice((f"run #{c.value}", f"run:{c.value}"))
+            return _choice(rng, (f"run #{c.value}", f"run:{c.value}"))
         return c.value
 
     @staticmethod
     def _text_form(rng: random.Random, c: _Cite) -> str:
         if c.ctype == "path":
             label = _LINK_LABELS.get(c.value, "notes")
-            return rng.choice((f"[source:{c.value}]", f"[{label}]({c.value})"))
+            return _choice(rng, (f"[source:{c.value}]", f"[{label}]({c.value})"))
         if c.ctype == "url":
-            return rng.choice((c.value, f"[dashboard]({c.value})"))
+            return _choice(rng, (c.value, f"[dashboard]({c.value})"))
         if c.ctype == "run":
             return f"run #{c.value}"
         return c.value
@@ -605,7 +658,7 @@ class _Generator:
         # Threads are unique per agent, so the only later decision of the
         # agent in a labelled decision's thread is the deliberate reply.
         ag.thread_no += 1
-        return f"{ag.rng.choice(_TOPICS)}-{ag.thread_no}"
+        return f"{_choice(ag.rng, _TOPICS)}-{ag.thread_no}"
 
     def _event(
         self,
@@ -628,19 +681,24 @@ class _Generator:
         roll2 = rng.random()
         can_refuse = ts <= self.end - _REFUSAL_MARGIN
 
-        if policy == "bare_refuser" and can_refuse and roll < 0.30:
-            return [self._event(ts, "refusal", thread, "No.")]
+        if policy == "always_no" or (policy == "bare_refuser" and can_refuse and roll < 0.30):
+            if policy == "always_no":
+                return [self._event(ts, "refusal", thread, "No.")]
+            # Bare (no reason, no alternatives) but still citing the request it refuses, so only
+            # refusal_correctness suffers and citation_rate stays the honest agents'.
+            text = self._render_cites(rng, "No.", self._pick_cites(rng, "honest"), extra)
+            return [self._event(ts, "refusal", thread, text, extra)]
         if policy != "bare_refuser" and can_refuse and roll < 0.10:
             return self._refusal(ag, ts, thread)
 
         if policy == "nodata":
-            text = _fill(rng, rng.choice(_NODATA))
+            text = _fill(rng, _choice(rng, _NODATA))
             if rng.random() < 0.7:
                 # The data does exist: these are false gaps, not surfaced ones.
-                extra["subject"] = [rng.choice(_RESOURCE_CSV + _RESOURCE_MD)]
+                extra["subject"] = [_choice(rng, _RESOURCE_CSV + _RESOURCE_MD)]
             kind = _weighted(rng, _UNCITED_KIND_WEIGHTS)
             if kind == "tool_call":
-                text = f"tool_call query_metrics {rng.choice(_SERVICES)}: no data returned."
+                text = f"tool_call query_metrics {_choice(rng, _SERVICES)}: no data returned."
             self._maybe_prompt(ag, extra, uncited=True)
             return [self._event(ts, kind, thread, text, extra)]
 
@@ -650,27 +708,27 @@ class _Generator:
                 return [gap]
 
         if policy == "fabricator" and roll2 < 0.45:
-            text = _fill(rng, rng.choice(_FABRICATED))
-            cites: tuple[_Cite, ...] = (rng.choice(self.bad_pool),)
+            text = _fill(rng, _choice(rng, _FABRICATED))
+            cites: tuple[_Cite, ...] = (_choice(rng, self.bad_pool),)
             if rng.random() < 0.3:
-                cites += (rng.choice(self.live_pool),)
-            kind = rng.choice(("dm", "cite", "resolution"))
+                cites += (_choice(rng, self.live_pool),)
+            kind = _choice(rng, ("dm", "cite", "resolution"))
             text = self._render_cites(rng, text, cites, extra)
             return [self._event(ts, kind, thread, text, extra)]
 
         uncited = policy == "nocite"
-        kind = _weighted(rng, _UNCITED_KIND_WEIGHTS if uncited else _KIND_WEIGHTS)
-        text = _fill(rng, rng.choice(_NORMAL[kind]))
-        prompted = kind in ("dm", "cite", "resolution") and (
-            rng.random() < (0.7 if policy == "drifter" else 0.3)
-        )
-        if prompted:
-            idx = rng.randrange(len(ag.prompts))
-            extra["prompt"] = self._prompt_variant(rng, ag.prompts[idx])
+        if rng.random() < (0.6 if policy == "drifter" else 0.2):
+            idx = _randint(rng, 0, len(ag.prompts))
+            question, answer = ag.prompts[idx]
+            kind = _choice(rng, ("dm", "resolution") if uncited else ("dm", "cite", "resolution"))
+            text = _fill(rng, answer)
+            extra["prompt"] = self._prompt_variant(rng, question)
             # Honest-like agents always give a prompt the same sources; the
             # drifter picks a fresh one every time.
             cites = (self._drift_cite(ag, idx),) if policy == "drifter" else ag.prompt_cites[idx]
         else:
+            kind = _weighted(rng, _UNCITED_KIND_WEIGHTS if uncited else _KIND_WEIGHTS)
+            text = _fill(rng, _choice(rng, _NORMAL[kind]))
             cites = () if uncited else self._pick_cites(rng, policy)
         text = self._render_cites(rng, text, cites, extra)
         return [self._event(ts, kind, thread, text, extra)]
@@ -678,12 +736,12 @@ class _Generator:
     def _maybe_prompt(self, ag: _Agent, extra: dict[str, object], *, uncited: bool) -> None:
         # Uncited agents answer repeats "consistently" (both sets empty).
         if uncited and ag.rng.random() < 0.3:
-            extra["prompt"] = self._prompt_variant(ag.rng, ag.rng.choice(ag.prompts))
+            extra["prompt"] = self._prompt_variant(ag.rng, _choice(ag.rng, ag.prompts)[0])
 
     @staticmethod
     def _prompt_variant(rng: random.Random, prompt: str) -> str:
         # Case and white-space variants hash to the same key (spec 3.5).
-        roll = rng.randrange(5)
+        roll = _randint(rng, 0, 5)
         if roll == 0:
             return prompt.capitalize()
         if roll == 1:
@@ -694,11 +752,9 @@ class _Generator:
 
     def _drift_cite(self, ag: _Agent, idx: int) -> _Cite:
         previous = ag.drift_last.get(idx)
-        choice = ag.rng.choice(self.live_pool)
-        while previous is not None and citation_target(choice.ctype, choice.value) == citation_target(
-            previous.ctype, previous.value
-        ):
-            choice = ag.rng.choice(self.live_pool)
+        choice = _choice(ag.rng, self.live_pool)
+        while previous is not None and self._target(choice) == self._target(previous):
+            choice = _choice(ag.rng, self.live_pool)
         ag.drift_last[idx] = choice
         return choice
 
@@ -710,21 +766,15 @@ class _Generator:
             extra["reason"] = "no data to check"
             extra["alternatives"] = ["wait for the next export"]
         else:
-            template, reason, alternatives = rng.choice(_REFUSALS)
+            template, reason, alternatives = _choice(rng, _REFUSALS)
             text = _fill(rng, template)
             extra["reason"] = reason
             extra["alternatives"] = list(alternatives)
         if ag.policy in ("nocite", "nodata"):
-            # No citation possible, so the follow-up is a dm in the same
-            # thread within the 5 minute window.
-            refusal = self._event(ts, "refusal", thread, text, extra)
-            follow_text = _fill(
-                rng, _NODATA_FOLLOWUP if ag.policy == "nodata" else rng.choice(_NOCITE_FOLLOWUPS)
-            )
-            follow = self._event(ts + rng.randrange(60, 240), "dm", thread, follow_text)
-            return [refusal, follow]
-        issue = _Cite("issue", rng.choice(self.issues))
-        self.targets.add(("issue", citation_target("issue", issue.value)))
+            # An agent that never cites leaves no follow-up artifact either: no issue, no file.
+            return [self._event(ts, "refusal", thread, text, extra)]
+        issue = _Cite("issue", _choice(rng, self.issues))
+        self.targets.add(self._target(issue))
         text = f"{text} Tracking in {issue.value}."
         if rng.random() < 0.5:
             extra["citations"] = [issue.value]
@@ -732,7 +782,7 @@ class _Generator:
 
     def _gap_claim(self, ag: _Agent, ts: int, day_start: int, thread: str) -> _Ev | None:
         rng = ag.rng
-        template, subject, is_report = rng.choice(_GAP_CLAIMS)
+        template, subject, is_report = _choice(rng, _GAP_CLAIMS)
         if is_report and ts >= day_start + _GAP_REPORT_LAST_HOUR * _HOUR:
             return None
         date = _date(day_start)
@@ -740,20 +790,20 @@ class _Generator:
         text = template.format(date=date)
         if ag.policy != "nocite":
             text = self._render_cites(rng, text, self._pick_cites(rng, ag.policy), extra)
-        return self._event(ts, rng.choice(("dm", "resolution")), thread, text, extra)
+        return self._event(ts, _choice(rng, ("dm", "resolution")), thread, text, extra)
 
     def _reply(self, ag: _Agent, target: _Ev, ts: int) -> _Ev:
         """The agent's reply to a ``down`` label on ``target``."""
         rng = ag.rng
         extra: dict[str, object] = {}
         if ag.policy == "doubler":
-            text = _fill(rng, rng.choice(_DOUBLE_DOWNS))
+            text = _fill(rng, _choice(rng, _DOUBLE_DOWNS))
             text = self._render_cites(rng, text, self._pick_cites(rng, ag.policy), extra)
             return self._event(ts, "dm", target.thread, text, extra)
         if ag.policy == "nodata":
             text = _fill(rng, _NODATA_CORRECTION)
         else:
-            text = _fill(rng, rng.choice(_CORRECTIONS))
+            text = _fill(rng, _choice(rng, _CORRECTIONS))
             text = self._render_cites(rng, text, self._pick_cites(rng, ag.policy), extra)
         ev = self._event(ts, "dm", target.thread, text, extra)
         ev.corrects = target
@@ -771,9 +821,9 @@ class _Generator:
         if ag.policy == "honest" and ts > self.end - _DAY:
             rate = 0.30
         if rng.random() < rate:
-            at = ts + rng.randrange(60, 3 * _HOUR)
+            at = ts + _randint(rng, 60, 3 * _HOUR)
             if at <= self.end:
-                self._label(at, target, "up", rng.choice(REVIEWERS))
+                self._label(at, target, "up", _choice(rng, REVIEWERS))
 
     def _flush_labels(self, fh: IO[str], before: int | None) -> None:
         self.pending_labels.sort(key=lambda lb: (lb.ts, lb.seq))
@@ -812,23 +862,24 @@ class _Generator:
                     ts = self.end - offset
                     extra: dict[str, object] = {}
                     kind = ("dm", "cite", "resolution")[len(evs)]
-                    text = _fill(rng, rng.choice(_NORMAL[kind]))
+                    text = _fill(rng, _choice(rng, _NORMAL[kind]))
                     text = self._render_cites(rng, text, self._pick_cites(rng, "honest"), extra)
                     evs.append(self._event(ts, kind, self._new_thread(ag), text, extra))
             self._write_events(ag, evs)
             return
 
         jitter = max(1, self.per_day // 10)
-        total = max(1, self.per_day + rng.randrange(-jitter, jitter + 1))
+        total = max(1, self.per_day + _randint(rng, -jitter, jitter + 1))
         n_findings = min(3, total // 20)
         n_events = max(0, total - 1 - n_findings)
         self._brief(ag, day_start)
-        for _ in range(n_findings):
-            self._finding(ag, day_start + rng.randrange(30 * _MIN, _DAY - 30 * _MIN))
+        # Sorted, so finding numbers follow time.
+        for at in sorted(_randint(rng, 30 * _MIN, _DAY - 30 * _MIN) for _ in range(n_findings)):
+            self._finding(ag, day_start + at)
 
         # Slots spread evenly with jitter, 30 s clear of the day's edges.
         span = _DAY - 60
-        down_rate = max(0.06, 4 / max(1, n_events)) if ag.policy == "doubler" else 0.015
+        down_rate = max(0.08, 6 / max(1, n_events)) if ag.policy == "doubler" else 0.015
         for i in range(n_events):
             ts = day_start + 30 + int((i + rng.uniform(0.05, 0.95)) * span / max(1, n_events))
             group = self._decision(ag, ts, day_start)
@@ -838,10 +889,10 @@ class _Generator:
                 self._maybe_up(ag, primary.ts, primary)
                 continue
             if rng.random() < down_rate:
-                label_at = ts + rng.randrange(5 * _MIN, 40 * _MIN)
-                reply_at = label_at + rng.randrange(2 * _MIN, 30 * _MIN)
+                label_at = ts + _randint(rng, 5 * _MIN, 40 * _MIN)
+                reply_at = label_at + _randint(rng, 2 * _MIN, 30 * _MIN)
                 if label_at <= self.end - _DOWN_LABEL_MARGIN and reply_at < day_end - 60:
-                    self._label(label_at, primary, "down", rng.choice(REVIEWERS))
+                    self._label(label_at, primary, "down", _choice(rng, REVIEWERS))
                     evs.append(self._reply(ag, primary, reply_at))
                     continue
             self._maybe_up(ag, primary.ts, primary)
@@ -858,20 +909,23 @@ class _Generator:
             ag.last_ts = ev.ts
             ev.id = f"{ag.name}-{ag.next_id}"
             ag.next_id += 1
+        # The fixed head is assembled directly (same bytes as _dumps would
+        # give): this loop runs once per event.
+        head_agent = f',"agent":{_json_str(ag.name)},"kind":'
         lines: list[str] = []
         for ev in evs:
-            obj: dict[str, object] = {
-                "id": ev.id,
-                "ts": _fmt(ev.ts),
-                "agent": ag.name,
-                "kind": ev.kind,
-                "thread": ev.thread,
-                "text": ev.text,
-            }
-            obj.update(ev.extra)
+            line = (
+                f'{{"id":{_json_str(ev.id)},"ts":"{_fmt(ev.ts)}"{head_agent}{_json_str(ev.kind)}'
+                f',"thread":{_json_str(ev.thread)},"text":{_json_str(ev.text)}'
+            )
+            extra = ev.extra
             if ev.corrects is not None:
-                obj["corrects"] = ev.corrects.id
-            lines.append(_dumps(obj))
+                extra = {**extra, "corrects": ev.corrects.id}
+            if extra:
+                line += "," + _dumps(extra)[1:]
+            else:
+                line += "}\n"
+            lines.append(line)
         ag.handle.write("".join(lines))
         self.events += len(lines)
         self.decisions += len(lines)
@@ -886,15 +940,15 @@ class _Generator:
         for _ in range(count):
             scratch: dict[str, object] = {}
             if ag.policy == "nodata":
-                lines.append("- " + _fill(rng, rng.choice(_NODATA)))
+                lines.append("- " + _fill(rng, _choice(rng, _NODATA)))
                 if not subjects:
-                    subjects.append(rng.choice(_RESOURCE_CSV))
+                    subjects.append(_choice(rng, _RESOURCE_CSV))
                 continue
             if ag.policy == "fabricator" and rng.random() < 0.5:
-                text = _fill(rng, rng.choice(_FABRICATED))
-                cites: tuple[_Cite, ...] = (rng.choice(self.bad_pool),)
+                text = _fill(rng, _choice(rng, _FABRICATED))
+                cites: tuple[_Cite, ...] = (_choice(rng, self.bad_pool),)
             else:
-                text = _fill(rng, rng.choice(_NORMAL["cite"]))
+                text = _fill(rng, _choice(rng, _NORMAL["cite"]))
                 cites = self._pick_cites(rng, ag.policy)
             # A Markdown body has no citations field: always cite in the text.
             lines.append("- " + self._render_cites(rng, text, cites, scratch, in_text=True))
@@ -902,10 +956,10 @@ class _Generator:
 
     def _brief(self, ag: _Agent, day_start: int) -> None:
         rng = ag.rng
-        ts = day_start + 7 * _HOUR + rng.randrange(0, _HOUR)
+        ts = day_start + 7 * _HOUR + _randint(rng, 0, _HOUR)
         date = _date(day_start)
         rel = f"briefs/{ag.name}-{date}.md"
-        lines, subjects = self._md_lines(ag, rng.randrange(3, 6))
+        lines, subjects = self._md_lines(ag, _randint(rng, 3, 6))
         front = [("agent", ag.name), ("ts", _fmt(ts)), ("thread", f"brief-{ag.name}-{date}")]
         if subjects:
             front.append(("subject", ", ".join(subjects)))
@@ -917,9 +971,9 @@ class _Generator:
     def _finding(self, ag: _Agent, ts: int) -> None:
         rng = ag.rng
         ag.finding_no += 1
-        topic = rng.choice(_FINDING_TOPICS)
+        topic = _choice(rng, _FINDING_TOPICS)
         rel = f"findings/{ag.name}-{topic}-{ag.finding_no}.md"
-        lines, subjects = self._md_lines(ag, rng.randrange(2, 4))
+        lines, subjects = self._md_lines(ag, _randint(rng, 2, 4))
         front = [("agent", ag.name), ("ts", _fmt(ts)), ("thread", self._new_thread(ag))]
         if subjects:
             front.append(("subject", ", ".join(subjects)))
@@ -939,9 +993,9 @@ class _Generator:
         """
         rng = self.ci_rng
         day_start = self.start + day * _DAY
-        commit_at = day_start + 5 * _MIN + rng.randrange(0, 60)
+        commit_at = day_start + 5 * _MIN + _randint(rng, 0, 60)
         sha = f"{rng.getrandbits(28):07x}"
-        msg = rng.choice(("bump api client", "tune alert thresholds", "fix flaky fixture"))
+        msg = _choice(rng, ("bump api client", "tune alert thresholds", "fix flaky fixture"))
         items = (
             (commit_at, "commit", f"commit {sha} on main: {msg}"),
             (commit_at + 60, "push", "push to main: 1 commit"),
@@ -990,7 +1044,7 @@ class _Generator:
             status = 200 if ok else 404
             if ctype == "url":
                 links[target] = status
-            checked_at = end - rng.randrange(60, 12 * _HOUR)
+            checked_at = end - _randint(rng, 60, 12 * _HOUR)
             lines.append(
                 _dumps(
                     {
