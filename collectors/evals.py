@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 from collectors.jsonl import snippet
@@ -43,6 +44,26 @@ def _object(obj: dict[str, Any], key: str) -> dict[str, Any] | str | None:
     return value if isinstance(value, dict) else key
 
 
+def _block(
+    obj: dict[str, Any], key: str, names: tuple[str, ...], read: Callable[[object], float | int | None]
+) -> dict[str, Any] | str:
+    """The valid figures of sub-object ``key`` (absent or null ones skipped), or the faulty field's name."""
+    sub = obj.get(key)
+    if sub is None:
+        return {}
+    if not isinstance(sub, dict):
+        return key
+    figures: dict[str, Any] = {}
+    for name in names:
+        if sub.get(name) is None:
+            continue
+        value = read(sub[name])
+        if value is None:
+            return f"{key}.{name}"
+        figures[name] = value
+    return figures
+
+
 def parse_eval(raw: bytes, path: str) -> EvalReport | Reject:
     """Parse one report; a malformed one is a Reject whose reason names the field at fault."""
     try:
@@ -54,31 +75,14 @@ def parse_eval(raw: bytes, path: str) -> EvalReport | Reject:
     model = obj.get("model")
     if not isinstance(model, str) or not model:
         return Reject(path, None, "bad_field:model", snippet(raw))
-    report: dict[str, Any] = {"path": path, "model": model}
-    totals = _object(obj, "totals")
-    if isinstance(totals, str):
-        return Reject(path, None, "bad_field:totals", snippet(raw))
-    for key in ("tasks", "passed", "failed"):
-        if totals is not None and key in totals:
-            if _count(totals[key]) is None:
-                return Reject(path, None, f"bad_field:totals.{key}", snippet(raw))
-            report[key] = totals[key]
-    ci = _object(obj, "confidenceInterval95")
-    if isinstance(ci, str):
-        return Reject(path, None, "bad_field:confidenceInterval95", snippet(raw))
-    for key, name in (("low", "ci_low"), ("high", "ci_high")):
-        if ci is not None and key in ci:
-            if _number(ci[key]) is None:
-                return Reject(path, None, f"bad_field:confidenceInterval95.{key}", snippet(raw))
-            report[name] = _number(ci[key])
-    honesty = _object(obj, "honesty")
-    if isinstance(honesty, str):
-        return Reject(path, None, "bad_field:honesty", snippet(raw))
-    figures: dict[str, float] = {}
-    for key in HONESTY_FIELDS:
-        if honesty is not None and honesty.get(key) is not None:
-            value = _number(honesty[key])
-            if value is None:
-                return Reject(path, None, f"bad_field:honesty.{key}", snippet(raw))
-            figures[key] = value
-    return EvalReport(honesty=figures, **report)
+    totals = _block(obj, "totals", ("tasks", "passed", "failed"), _count)
+    ci = _block(obj, "confidenceInterval95", ("low", "high"), _number)
+    honesty = _block(obj, "honesty", HONESTY_FIELDS, _number)
+    for block in (totals, ci, honesty):
+        if isinstance(block, str):
+            return Reject(path, None, f"bad_field:{block}", snippet(raw))
+    assert isinstance(totals, dict) and isinstance(ci, dict) and isinstance(honesty, dict)
+    return EvalReport(
+        path=path, model=model, tasks=totals.get("tasks"), passed=totals.get("passed"), failed=totals.get("failed"),
+        ci_low=ci.get("low"), ci_high=ci.get("high"), honesty=honesty,
+    )

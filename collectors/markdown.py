@@ -84,7 +84,7 @@ def parse_markdown(raw: bytes, path: str, kind: str, mtime: datetime, repo: str)
         kind=kind,
         path=path,
         line=None,
-        thread=fm.fields["thread"] if "thread" in fm.fields else None,
+        thread=fm.fields.get("thread"),
         text=fm.body,
         citations=cit.extract(fm.body, (), repo),
         prompt=fm.fields.get("prompt") or None,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 

@@ -181,7 +181,7 @@ def _fraction(value: Any) -> float:
 
 
 def _positive_float(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (value > 0 and math.isfinite(value)):
         raise ValueError("must be a positive number")
     return float(value)
 
@@ -236,7 +236,8 @@ def _signals(value: Any) -> tuple[Signal, ...]:
         if not isinstance(item, dict) or set(item) != {"phrase", "glob", "within"}:
             raise ValueError(f"entry {i} must have exactly the keys phrase, glob, within")
         try:
-            signals.append(Signal(_nonempty_str(item["phrase"]).lower(), _glob(item["glob"]), _duration(item["within"])))
+            phrase = _nonempty_str(item["phrase"]).lower()
+            signals.append(Signal(phrase, _glob(item["glob"]), _duration(item["within"])))
         except ValueError as exc:
             raise ValueError(f"entry {i}: {exc}") from exc
     return tuple(signals)
@@ -320,6 +321,25 @@ def _parse_weights(section: Any, errors: list[str], out: dict[str, Any]) -> None
     out["weights_agents"] = agents
 
 
+def _parse_section(section: str, body: Any, errors: list[str], values: dict[str, dict[str, Any]]) -> None:
+    schema = _SCHEMA.get(section)
+    if schema is None:
+        errors.append(f"{section}: unknown section")
+        return
+    if not isinstance(body, dict):
+        errors.append(f"{section}: must be a table")
+        return
+    for key, value in body.items():
+        if key not in schema:
+            errors.append(f"{section}.{key}: unknown key")
+            continue
+        attr, validate = schema[key]
+        try:
+            _set(values, attr, validate(value))
+        except ValueError as exc:
+            errors.append(f"{section}.{key}: {exc}")
+
+
 def config_from_dict(data: Mapping[str, Any], base_dir: Path | None = None) -> Config:
     """Validate a parsed TOML document into a :class:`Config`; raise ConfigError listing every fault.
 
@@ -331,29 +351,13 @@ def config_from_dict(data: Mapping[str, Any], base_dir: Path | None = None) -> C
     for section, body in data.items():
         if section == "weights":
             _parse_weights(body, errors, top)
-            continue
-        if section == "signals":
+        elif section == "signals":
             try:
                 top["signals"] = _signals(body)
             except ValueError as exc:
                 errors.append(f"signals: {exc}")
-            continue
-        schema = _SCHEMA.get(section)
-        if schema is None:
-            errors.append(f"{section}: unknown section")
-            continue
-        if not isinstance(body, dict):
-            errors.append(f"{section}: must be a table")
-            continue
-        for key, value in body.items():
-            if key not in schema:
-                errors.append(f"{section}.{key}: unknown key")
-                continue
-            attr, validate = schema[key]
-            try:
-                _set(values, attr, validate(value))
-            except ValueError as exc:
-                errors.append(f"{section}.{key}: {exc}")
+        else:
+            _parse_section(section, body, errors, values)
     if errors:
         raise ConfigError(errors)
     top.update(values.pop("", {}))

@@ -63,14 +63,12 @@ def compare(actual: Any, expected: Any, path: str = "") -> list[str]:
                 diffs.append(f"{path}.{key}: missing")
             else:
                 diffs.extend(compare(actual[key], value, f"{path}.{key}"))
-        if path.endswith(".agents") or path == ".agents":
-            for key in actual:
-                if key not in expected:
-                    diffs.append(f"{path}.{key}: unexpected agent")
+        if path == ".agents":
+            diffs.extend(f"{path}.{key}: unexpected agent" for key in actual if key not in expected)
     elif isinstance(expected, float) and isinstance(actual, int | float) and not isinstance(actual, bool):
-        if abs(actual - expected) > 1e-9:
-            diffs.append(f"{path}: {actual!r} != {expected!r}")
+        close = abs(actual - expected) <= 1e-9
+        diffs.extend([] if close else [f"{path}: {actual!r} != {expected!r}"])
     elif actual != expected or type(actual) is not type(expected):
-        if not (isinstance(expected, int) and isinstance(actual, int)) or actual != expected:
-            diffs.append(f"{path}: {actual!r} != {expected!r}")
+        # Exact for ints, strings, booleans and null (True == 1 must not pass).
+        diffs.append(f"{path}: {actual!r} != {expected!r}")
     return diffs

@@ -20,7 +20,9 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 def honestyd() -> Run:
     """Run ``honestyd ARGS`` as a real subprocess; returns the completed process (text mode)."""
 
-    def run(*args: str | os.PathLike[str], check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str | os.PathLike[str], check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
             [*HONESTYD, *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=ROOT
         )

@@ -35,6 +35,7 @@ def test_compare_detects_differences() -> None:
     assert compare({"agents": {"a": {"score": 0.5}}}, expected)
     assert compare({"agents": {"a": {"score": 0.5, "percent": 50}, "b": {}}}, expected)
     assert compare({"agents": {"a": {"score": 0.5, "percent": 50, "extra": 1}}}, expected) == []
+    assert compare({"x": True}, {"x": 1}) and compare({"x": None}, {"x": 0.0})
 
 
 @pytest.mark.skipif(not SHARED.exists(), reason="shared/ is not beside this checkout")

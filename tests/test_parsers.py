@@ -76,7 +76,10 @@ def test_event_full() -> None:
     assert (e.id, e.agent, e.kind, e.thread, e.line, e.path) == ("e-42", "cooper", "refusal", "p", 3,
                                                                  "heartbeats/a.jsonl")
     assert e.subject == ("iris/r.md",) and e.alternatives == ("re-run",) and e.corrects == "e-17"
-    assert e.citations == (Citation("url", "https://github.com/acme/app/issues/897"), Citation("issue", "acme/app#897"))
+    assert e.citations == (
+        Citation("url", "https://github.com/acme/app/issues/897"),
+        Citation("issue", "acme/app#897"),
+    )
 
 
 def test_event_without_id_gets_content_hash() -> None:
@@ -128,7 +131,8 @@ def test_labels() -> None:
 
 
 def test_front_matter_and_fallbacks() -> None:
-    raw = b"---\nagent: cooper\nts: 2026-05-31T03:40:00Z\nthread: nightly\nsubject: a.md, b.md\n---\nBody [x](docs/r.md)\n"
+    raw = (b"---\nagent: cooper\nts: 2026-05-31T03:40:00Z\nthread: nightly\nsubject: a.md, b.md\n---\n"
+           b"Body [x](docs/r.md)\n")
     e = parse_markdown(raw, "findings/x-1.md", "finding", MTIME, "")
     assert isinstance(e, Event)
     assert (e.id, e.agent, e.kind, e.thread, e.subject) == ("findings/x-1.md", "cooper", "finding", "nightly",
