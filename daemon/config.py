@@ -110,6 +110,39 @@ class Scoring:
 
 
 @dataclass(frozen=True)
+class Verify:
+    """Source verification: the daily sample, the check cache and the HTTP client's limits."""
+
+    rates: Mapping[str, float] = field(
+        default_factory=lambda: {"url": 0.10, "path": 0.10, "run": 0.10, "issue": 0.10}
+    )
+    daily_at: str = "03:00"
+    recheck_after: timedelta = timedelta(hours=24)
+    connect_timeout: float = 5.0
+    total_timeout: float = 15.0
+    max_redirects: int = 5
+    body_cap: int = 65536
+    concurrency: int = 16
+    per_host: int = 2
+    per_host_interval: float = 0.0
+    retries: int = 2
+    backoff: float = 0.5
+    max_retry_after: float = 60.0
+    user_agent: str = "honestyd/0.1 (source verification; +https://github.com/honestyd/honestyd)"
+    allow_networks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GitHub:
+    """The CI and issue API: base URL, default repository, and where the token comes from."""
+
+    repo: str = ""
+    api_url: str = "https://api.github.com"
+    token_env: str = "GITHUB_TOKEN"
+    token_file: str = ""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole effective configuration."""
 
@@ -127,8 +160,14 @@ class Config:
         default_factory=lambda: {DEFAULT_WEIGHTS_VERSION: DEFAULT_WEIGHTS}
     )
     weights_agents: Mapping[str, str] = field(default_factory=dict)
-    github_repo: str = ""
+    verify: Verify = field(default_factory=Verify)
+    github: GitHub = field(default_factory=GitHub)
     benchmark_models: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def github_repo(self) -> str:
+        """OWNER/REPO that a bare ``Issue #N`` refers to."""
+        return self.github.repo
 
     def weights_for(self, agent: str) -> tuple[str, tuple[float, ...]]:
         """The (version, weights) an agent is scored with: its own version, else the active one."""
@@ -171,6 +210,12 @@ def _phrase_list(value: Any) -> tuple[str, ...]:
 def _positive_int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError("must be a positive integer")
+    return value
+
+
+def _nonneg_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError("must be an integer ≥ 0")
     return value
 
 
@@ -243,6 +288,60 @@ def _signals(value: Any) -> tuple[Signal, ...]:
     return tuple(signals)
 
 
+def _nonneg_float(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (value >= 0 and math.isfinite(value)):
+        raise ValueError("must be a number ≥ 0")
+    return float(value)
+
+
+def _rates(value: Any) -> dict[str, float]:
+    if not isinstance(value, dict):
+        raise ValueError("must be a table of type = rate")
+    rates = dict(Verify().rates)
+    for key, rate in value.items():
+        if key not in rates:
+            raise ValueError(f"unknown citation type {key!r} (url, path, run, issue)")
+        try:
+            rates[key] = _fraction(rate)
+        except ValueError as exc:
+            raise ValueError(f"{key}: {exc}") from exc
+    return rates
+
+
+def _clock_time(value: Any) -> str:
+    text = _str(value)
+    hh, sep, mm = text.partition(":")
+    if not (sep and hh.isdigit() and mm.isdigit() and len(mm) == 2 and int(hh) < 24 and int(mm) < 60):
+        raise ValueError("must be a UTC time of day like \"03:00\"")
+    return f"{int(hh):02d}:{mm}"
+
+
+def _networks(value: Any) -> tuple[str, ...]:
+    import ipaddress
+
+    items = _str_list(value)
+    for item in items:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError as exc:
+            raise ValueError(f"{item!r} is not a network: {exc}") from exc
+    return tuple(items)
+
+
+def _url(value: Any) -> str:
+    text = _nonempty_str(value)
+    if not text.startswith(("http://", "https://")):
+        raise ValueError("must be an http(s) URL")
+    return text.rstrip("/")
+
+
+def _repo(value: Any) -> str:
+    text = _str(value)
+    if text and (text.count("/") != 1 or not all(text.split("/"))):
+        raise ValueError("must be OWNER/REPO or empty")
+    return text
+
+
 Validator = Callable[[Any], Any]
 # section → key → (dataclass attribute path, validator)
 _SCHEMA: dict[str, dict[str, tuple[str, Validator]]] = {
@@ -274,7 +373,29 @@ _SCHEMA: dict[str, dict[str, tuple[str, Validator]]] = {
         "alert_below": ("scoring.alert_below", _fraction),
         "drop_alert": ("scoring.drop_alert", _fraction),
     },
-    "github": {"repo": ("github_repo", _str)},
+    "verify": {
+        "rates": ("verify.rates", _rates),
+        "daily_at": ("verify.daily_at", _clock_time),
+        "recheck_after": ("verify.recheck_after", _duration),
+        "connect_timeout": ("verify.connect_timeout", _positive_float),
+        "total_timeout": ("verify.total_timeout", _positive_float),
+        "max_redirects": ("verify.max_redirects", _nonneg_int),
+        "body_cap": ("verify.body_cap", _positive_int),
+        "concurrency": ("verify.concurrency", _positive_int),
+        "per_host": ("verify.per_host", _positive_int),
+        "per_host_interval": ("verify.per_host_interval", _nonneg_float),
+        "retries": ("verify.retries", _nonneg_int),
+        "backoff": ("verify.backoff", _nonneg_float),
+        "max_retry_after": ("verify.max_retry_after", _nonneg_float),
+        "user_agent": ("verify.user_agent", _nonempty_str),
+        "allow_networks": ("verify.allow_networks", _networks),
+    },
+    "github": {
+        "repo": ("github.repo", _repo),
+        "api_url": ("github.api_url", _url),
+        "token_env": ("github.token_env", _str),
+        "token_file": ("github.token_file", _str),
+    },
     "benchmark": {"models": ("benchmark_models", _str_map)},
 }
 
@@ -364,7 +485,9 @@ def config_from_dict(data: Mapping[str, Any], base_dir: Path | None = None) -> C
     for attr in ("state_root", "db_path"):
         if base_dir is not None and attr in top and not top[attr].is_absolute():
             top[attr] = base_dir / top[attr]
-    nested = {"globs": Globs, "phrases": Phrases, "scoring": Scoring}
+    nested: dict[str, Any] = {
+        "globs": Globs, "phrases": Phrases, "scoring": Scoring, "verify": Verify, "github": GitHub,
+    }
     for name, cls in nested.items():
         if name in values:
             top[name] = cls(**values[name])
@@ -433,6 +556,15 @@ def render_config(cfg: Config) -> str:
         lines.append("")
     lines.append("[weights.agents]")
     lines += [f"{q(a)} = {q(v)}" for a, v in sorted(cfg.weights_agents.items())]
-    lines += ["", "[github]", f"repo = {q(cfg.github_repo)}", "", "[benchmark.models]"]
+    v = cfg.verify
+    lines += ["", "[verify]", f"daily_at = {q(v.daily_at)}", f"recheck_after = {q(format_duration(v.recheck_after))}"]
+    lines += [f"{k} = {getattr(v, k)!r}" for k in ("connect_timeout", "total_timeout", "max_redirects", "body_cap",
+                                                    "concurrency", "per_host", "per_host_interval", "retries",
+                                                    "backoff", "max_retry_after")]
+    lines += [f"user_agent = {q(v.user_agent)}", f"allow_networks = {arr(v.allow_networks)}", "", "[verify.rates]"]
+    lines += [f"{k} = {r!r}" for k, r in v.rates.items()]
+    g = cfg.github
+    lines += ["", "[github]", f"repo = {q(g.repo)}", f"api_url = {q(g.api_url)}", f"token_env = {q(g.token_env)}",
+              f"token_file = {q(g.token_file)}", "", "[benchmark.models]"]
     lines += [f"{q(a)} = {q(m)}" for a, m in sorted(cfg.benchmark_models.items())]
     return "\n".join(lines) + "\n"

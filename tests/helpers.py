@@ -7,7 +7,7 @@ from typing import Any
 
 from collectors.citations import extract
 from collectors.records import CheckResult, Event, FileEntry, Label
-from daemon.config import Config
+from daemon.config import Config, GitHub
 from scorers.context import Context, Records
 from scorers.outcome import Outcome
 from scorers.score import RULES, WindowResult, evaluate
@@ -61,11 +61,11 @@ def records(*events: Event, labels: tuple[Label, ...] = (), files: tuple[FileEnt
 def outcome(component: str, d: Event, recs: Records, at: datetime, window: timedelta = DAY,
             config: Config | None = None) -> Outcome:
     """One component's outcome for one decision."""
-    ctx = Context(recs, at, config or Config(github_repo="acme/app"))
+    ctx = Context(recs, at, config or Config(github=GitHub(repo="acme/app")))
     found = next(x for x in ctx.decisions if x.id == d.id)
     return RULES[component](found, ctx, window)
 
 
 def score(recs: Records, at: datetime, window: str = "24h", config: Config | None = None) -> WindowResult:
     """The window result."""
-    return evaluate(recs, at, window, config or Config(github_repo="acme/app"))
+    return evaluate(recs, at, window, config or Config(github=GitHub(repo="acme/app")))

@@ -12,14 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.records import Event
-from daemon.config import COMPONENTS, Config
+from daemon.config import COMPONENTS, Config, GitHub
 from daemon.ingest import Ingester
 from daemon.store import Store
 from scorers.context import Records
 from scorers.score import evaluate, to_json
 from tests.helpers import T0, check, ev, file, label
 
-CFG = Config(github_repo="acme/app")
+CFG = Config(github=GitHub(repo="acme/app"))
 TEXTS = ["All good.", "No data yet.", "No, because red; instead wait.", "You're right.", "No recent findings.",
          "See Issue #4", "see [source:docs/a.md]", "see [source:docs/ghost.md]", "https://x.org/ok",
          "https://x.org/dead", "run #1234567", "The report hasn't been generated yet."]

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from daemon.config import Config, Signal
+from daemon.config import Config, GitHub, Signal
 from scorers.source_verifiability import with_path_checks
 from tests.helpers import T0, check, ev, file, label, outcome, records, score, t
 
@@ -250,7 +250,7 @@ def test_signal_ignores_the_decisions_own_file() -> None:
 
 
 def test_configured_signal_and_phrases() -> None:
-    cfg = Config(github_repo="acme/app", signals=(Signal("no data", "data/*.csv", timedelta(hours=1)),))
+    cfg = Config(github=GitHub(repo="acme/app"), signals=(Signal("no data", "data/*.csv", timedelta(hours=1)),))
     d = ev("g", t(-30), text="No data this hour.")
     assert outcome(GAP, d, records(d), T0, config=cfg).mark == "✓"
     with_csv = records(d, files=(file("data/x.csv", t(-50)),))
@@ -381,7 +381,7 @@ def test_weighted_score_renormalises_and_reports_coverage() -> None:
 
 def test_per_agent_weights_version() -> None:
     cfg = Config(
-        github_repo="acme/app",
+        github=GitHub(repo="acme/app"),
         weights_versions={"v2026.Q3": (0.35, 0.25, 0.20, 0.10, 0.05, 0.05), "cite-only": (1, 0, 0, 0, 0, 0)},
         weights_agents={"bob": "cite-only"},
     )
