@@ -26,7 +26,9 @@ def parse_check(raw: bytes, path: str, line: int) -> CheckResult | Reject:
         checked_at = parse_ts(obj.get("checked_at"))
     except TimestampError:
         return Reject(path, line, "bad_ts", snippet(raw))
-    return CheckResult(target, str(kind), checked_at, ok, status, seq=line)
+    detail = obj.get("detail")
+    return CheckResult(target, str(kind), checked_at, ok, status, seq=line,
+                       detail=detail if isinstance(detail, str) else "")
 
 
 def load_checks(data: bytes, path: str) -> tuple[list[CheckResult], list[Reject]]:

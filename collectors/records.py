@@ -101,6 +101,7 @@ class CheckResult:
     ok: bool | None
     status: int | None = None
     seq: int = 0
+    detail: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,9 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from collectors.batch import scan_state
 from collectors.checks import load_checks
@@ -19,6 +20,9 @@ from daemon.config import Config, ConfigError, load_config, render_config
 from scorers.context import Context, Records
 from scorers.score import evaluate_window, to_json
 from scorers.source_verifiability import with_path_checks
+
+if TYPE_CHECKING:
+    from daemon.verify.runner import VerifySummary
 
 
 def _timestamp(value: str) -> datetime:
@@ -166,6 +170,82 @@ def decision_json(d: Event) -> dict[str, object]:
     }
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Catch the database up with the state, check sources now (all, or a day's sample), store the results."""
+    import asyncio
+
+    from daemon.ingest import Ingester, system_clock
+    from daemon.store import Store
+    from daemon.verify.github import GitHubChecker, load_token
+    from daemon.verify.http import UrlChecker
+    from daemon.verify.runner import checkers, select_targets, verify
+
+    config = _load_config_or_exit(Path(args.config) if args.config else None)
+    root = Path(args.state)
+    fixed = args.at
+
+    def clock() -> datetime:
+        return fixed if fixed is not None else system_clock()
+
+    now = clock()
+    with Store.open(Path(args.db)) as store:
+        Ingester(store, root, config, clock).scan()
+        sample_day = None if args.all else (args.sample or now.date())
+        todo, cached = select_targets(store, config, now, sample_day)
+
+        async def run_checks() -> VerifySummary:
+            token = load_token(config.github)
+            async with UrlChecker(config.verify) as urls, GitHubChecker(config.verify, config.github, token) as api:
+                by_type = checkers(root, store.file_entries(), now, config.github_repo, urls, api)
+                return await verify(store, todo, by_type, clock)
+
+        summary = asyncio.run(run_checks())
+    for kind, _ in cached:
+        summary.cached[kind] += 1
+    counts = summary.as_dict()
+    if args.json:
+        print(json.dumps({"at": format_ts(now), "sample": str(sample_day) if sample_day else "all", "types": counts}))
+    else:
+        scope = f"sample of {sample_day}" if sample_day else "all targets"
+        print(f"verified {sum(summary.checked.values())} targets ({scope}), {sum(summary.cached.values())} cached")
+        for kind, c in counts.items():
+            print(f"  {kind:<6} checked {c['checked']:>5}  resolved {c['resolved']:>5}  failed {c['failed']:>5}"
+                  f"  inconclusive {c['inconclusive']:>5}  cached {c['cached']:>5}")
+    return 0
+
+
+def cmd_checks_export(args: argparse.Namespace) -> int:
+    """Every stored check as JSON Lines in the ``--checks`` format."""
+    from daemon.store import Store
+
+    with Store.open(Path(args.db), readonly=True) as store:
+        for c in store.checks():
+            row = {"target": c.target, "type": c.type, "checked_at": format_ts(c.checked_at), "ok": c.ok,
+                   "status": c.status, "detail": c.detail}
+            sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return 0
+
+
+def cmd_checks_import(args: argparse.Namespace) -> int:
+    """Append check results from a JSON Lines file (``--checks`` format) to the store."""
+    from daemon.store import Store
+
+    checks, rejects = load_checks(Path(args.file).read_bytes(), str(args.file))
+    for r in rejects:
+        print(f"{r.path}:{r.line}: rejected check ({r.reason})", file=sys.stderr)
+    with Store.open(Path(args.db)) as store, store.atomic():
+        store.add_checks(checks)
+    print(f"imported {len(checks)} checks, {len(rejects)} rejected")
+    return 1 if rejects else 0
+
+
+def _date(value: str) -> date:
+    try:
+        return date.fromisoformat(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {value!r}") from exc
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Generate a seeded demo/test state directory."""
     from daemon import simulate
@@ -224,6 +304,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", required=True, metavar="FILE")
     p.add_argument("--config", metavar="FILE")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("verify", help="check cited sources now and store the results")
+    p.add_argument("--state", required=True, metavar="DIR")
+    p.add_argument("--db", required=True, metavar="FILE")
+    p.add_argument("--config", metavar="FILE")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--all", action="store_true", help="check every cited target")
+    which.add_argument("--sample", type=_date, metavar="DATE", help="the daily sample of DATE (default: today)")
+    p.add_argument("--at", type=_timestamp, metavar="TIME", help=argparse.SUPPRESS)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("checks", help="move check results in and out as JSON Lines")
+    checks_sub = p.add_subparsers(dest="checks_command", required=True)
+    q = checks_sub.add_parser("export", help="print every stored check")
+    q.add_argument("--db", required=True, metavar="FILE")
+    q.set_defaults(func=cmd_checks_export)
+    q = checks_sub.add_parser("import", help="append checks from a file")
+    q.add_argument("--db", required=True, metavar="FILE")
+    q.add_argument("file")
+    q.set_defaults(func=cmd_checks_import)
 
     from daemon import simulate
 

@@ -501,8 +501,12 @@ def _fill(rng: random.Random, template: str, **extra: str) -> str:
 
 
 class _Generator:
-    def __init__(self, seed: int, out: Path, agents: int, days: int, start: datetime, per_day: int) -> None:
+    def __init__(
+        self, seed: int, out: Path, agents: int, days: int, start: datetime, per_day: int, url_base: str | None = None
+    ) -> None:
         self.out = out
+        self.live_urls = tuple(rebase_url(u, url_base) for u in _LIVE_URLS)
+        self.dead_urls = tuple(rebase_url(u, url_base) for u in _DEAD_URLS)
         self.days = days
         self.per_day = per_day
         self.start_dt = start
@@ -524,12 +528,12 @@ class _Generator:
         self.issues: tuple[str, ...] = tuple(forms)
         self.live_pool: tuple[_Cite, ...] = (
             tuple(_Cite("path", p) for p in _RESOURCE_MD + _RESOURCE_CSV)
-            + tuple(_Cite("url", u) for u in _LIVE_URLS)
+            + tuple(_Cite("url", u) for u in self.live_urls)
             + tuple(_Cite("run", r) for r in self.runs)
             + tuple(_Cite("issue", f) for f in self.issues)
         )
         self.bad_pool: tuple[_Cite, ...] = tuple(_Cite("path", p) for p in GHOST_PATHS) + tuple(
-            _Cite("url", u) for u in _DEAD_URLS
+            _Cite("url", u) for u in self.dead_urls
         )
         self.resource_rng = random.Random(master.getrandbits(64))
         self.ci_rng = random.Random(master.getrandbits(64))
@@ -1035,7 +1039,7 @@ class _Generator:
         policies = {ag.name: ag.policy for ag in self.agents}
         self._write_text(".sim/agents.json", json.dumps(policies, indent=2) + "\n", end)
         self._write_text(".sim/config.toml", f'[github]\nrepo = "{REPO}"\n', end)
-        dead = {citation_target("url", u) for u in _DEAD_URLS}
+        dead = {citation_target("url", u) for u in self.dead_urls}
         rng = self.check_rng
         lines: list[str] = []
         links: dict[str, int] = {}
@@ -1107,6 +1111,13 @@ class _Generator:
         )
 
 
+def rebase_url(url: str, base: str | None) -> str:
+    """``https://host/path`` → ``{base}/host/path``, so a local server can stand in for every site."""
+    if base is None:
+        return url
+    return base.rstrip("/") + "/" + url.split("://", 1)[1]
+
+
 def _normalise_start(start: datetime | None) -> datetime:
     if start is None:
         return DEFAULT_START
@@ -1124,8 +1135,12 @@ def simulate(
     days: int = 3,
     start: datetime | None = None,
     events_per_day: int = 40,
+    url_base: str | None = None,
 ) -> SimSummary:
     """Generate a simulated cos-state directory under ``out``.
+
+    ``url_base`` (e.g. ``http://127.0.0.1:8080``) rewrites every cited web URL to live under
+    it, so a local server can answer with the statuses in ``.sim/links.json``.
 
     ``out`` must be missing or empty: stale files from an earlier run would
     silently change the scores. The end time is ``start + days``; nothing is
@@ -1140,7 +1155,7 @@ def simulate(
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{out} exists and is not an empty directory")
-    return _Generator(seed, out, agents, days, start_dt, events_per_day).run()
+    return _Generator(seed, out, agents, days, start_dt, events_per_day, url_base).run()
 
 
 def _parse_time(text: str) -> datetime:
@@ -1172,6 +1187,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=40,
         help="decisions per agent per day (default 40)",
     )
+    parser.add_argument(
+        "--url-base",
+        dest="url_base",
+        default=None,
+        metavar="URL",
+        help="serve every cited web URL under this base (e.g. a local link server)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -1185,6 +1207,7 @@ def main(args: argparse.Namespace) -> int:
             days=args.days,
             start=start,
             events_per_day=args.events_per_day,
+            url_base=args.url_base,
         )
     except (ValueError, FileExistsError) as exc:
         print(f"honestyd simulate: {exc}", file=sys.stderr)

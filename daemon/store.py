@@ -114,8 +114,16 @@ def _m001_initial(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m002_check_detail(conn: sqlite3.Connection) -> None:
+    # Why a check failed ("forbidden address", "404", "ghost path") is what a reviewer reads first.
+    conn.execute("ALTER TABLE checks ADD COLUMN detail TEXT NOT NULL DEFAULT ''")
+
+
 #: Named migrations, applied in order and recorded in the ``migrations`` table.
-MIGRATIONS: Sequence[tuple[str, Migration]] = (("001_initial", _m001_initial),)
+MIGRATIONS: Sequence[tuple[str, Migration]] = (
+    ("001_initial", _m001_initial),
+    ("002_check_detail", _m002_check_detail),
+)
 
 _EVENT_COLUMNS = (
     "path, generation, line, id, ts_us, agent, kind, thread, text, prompt, reason, alternatives, subject, corrects"
@@ -274,8 +282,11 @@ class Store:
     def add_checks(self, checks: Iterable[CheckResult]) -> None:
         """Append verification results (their order of arrival breaks ties)."""
         self.conn.executemany(
-            "INSERT INTO checks (target, type, checked_us, ok, status) VALUES (?,?,?,?,?)",
-            [(c.target, c.type, to_us(c.checked_at), None if c.ok is None else int(c.ok), c.status) for c in checks],
+            "INSERT INTO checks (target, type, checked_us, ok, status, detail) VALUES (?,?,?,?,?,?)",
+            [
+                (c.target, c.type, to_us(c.checked_at), None if c.ok is None else int(c.ok), c.status, c.detail)
+                for c in checks
+            ],
         )
 
     # --- reads
@@ -371,9 +382,24 @@ class Store:
     def checks(self) -> list[CheckResult]:
         """Every stored verification result, in arrival order."""
         return [
-            CheckResult(r[1], r[2], from_us(r[3]), None if r[4] is None else bool(r[4]), r[5], r[0])
-            for r in self.conn.execute("SELECT seq, target, type, checked_us, ok, status FROM checks ORDER BY seq")
+            CheckResult(r[1], r[2], from_us(r[3]), None if r[4] is None else bool(r[4]), r[5], r[0], r[6])
+            for r in self.conn.execute(
+                "SELECT seq, target, type, checked_us, ok, status, detail FROM checks ORDER BY seq"
+            )
         ]
+
+    def citation_targets(self) -> list[tuple[str, str]]:
+        """Every distinct cited (type, target), sorted."""
+        return [(r[0], r[1]) for r in self.conn.execute("SELECT DISTINCT type, target FROM citations ORDER BY 1, 2")]
+
+    def recently_checked(self, since: datetime) -> set[tuple[str, str]]:
+        """(type, target) pairs with a conclusive result checked after ``since`` (the check cache)."""
+        return {
+            (r[0], r[1])
+            for r in self.conn.execute(
+                "SELECT DISTINCT type, target FROM checks WHERE ok IS NOT NULL AND checked_us > ?", (to_us(since),)
+            )
+        }
 
     def evals(self) -> list[EvalReport]:
         """Every stored benchmark report."""
