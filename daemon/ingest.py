@@ -21,7 +21,7 @@ from collectors.evals import parse_eval
 from collectors.jsonl import parse_event, parse_label, strip_ending
 from collectors.markdown import decode, front_matter_ts, parse_markdown
 from collectors.records import Event, Label, Reject
-from collectors.statedir import FileInfo, glob_match, stat_file, walk
+from collectors.statedir import FileInfo, glob_match, inside, stat_file, walk
 from collectors.tail import Cursor, advance, complete_lines, find_rotated, matches, new_cursor
 from daemon.config import Config
 from daemon.store import IndexRow, Store
@@ -217,8 +217,7 @@ class Ingester:
         cursor = self.store.cursor(rel)
         if cursor is not None and (info is None or (info.dev, info.ino) != (cursor.dev, cursor.ino)):
             # Identity changed or the file is gone: finish the old file wherever it now lives.
-            directory = os.path.dirname(os.path.realpath(os.path.join(self.root, rel)))
-            old = find_rotated(directory, cursor)
+            old = self._rotated_copy(rel, cursor)
             if old is not None:
                 self._read(old, cursor, source, stats)
             if info is None:
@@ -230,6 +229,20 @@ class Ingester:
             cursor = new_cursor(rel, info.dev, info.ino)
         self._read(info.abspath, cursor, source, stats)
         return stats
+
+    def _rotated_copy(self, rel: str, cursor: Cursor) -> str | None:
+        """Where the cursor's file now lives under another name (rename rotation), if it may be drained as ``rel``."""
+        root_real = os.path.realpath(self.root)
+        directory = os.path.dirname(os.path.realpath(os.path.join(self.root, rel)))
+        # A symlinked log re-pointed out of the root must not lead the drain there (spec 1: never read).
+        if not inside(root_real, directory):
+            return None
+        old = find_rotated(directory, cursor)
+        # A file that is itself a JSON Lines source (e.g. a new log given the freed inode, which ext4 does at once)
+        # is read under its own name; draining it here as well would ingest its lines twice.
+        if old is not None and self.source_of(os.path.relpath(old, root_real)) in ("heartbeats", "labels"):
+            return None
+        return old
 
     def _read(self, abspath: str, cursor: Cursor, source: str, stats: IngestStats) -> Cursor:
         try:
