@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO := demo-state
 
-.PHONY: demo test lint venv clean
+.PHONY: demo test lint venv clean system-deps
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -16,19 +16,23 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	rm -rf $(DEMO)
-	$(BIN)/honestyd simulate --seed 7 --out $(DEMO) --agents 10 --days 3
-	$(BIN)/honestyd ingest --state $(DEMO) --db $(DEMO).db
-	$(BIN)/honestyd score --db $(DEMO).db --at 2026-05-04T00:00:00Z --window 24h --config $(DEMO)/.sim/config.toml --checks $(DEMO)/.sim/checks.jsonl --verify-paths
+	$(BIN)/honestyd demo --dir $(DEMO)
 
 lint: $(STAMP)
 	$(BIN)/ruff check daemon collectors scorers tests
 	$(BIN)/mypy
 
-test: $(STAMP)
-	$(BIN)/ruff check daemon collectors scorers tests
+# Programs the suite runs for real: promtool (Debian's prometheus) and systemd-analyze.
+system-deps:
+	@command -v promtool >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	@command -v systemd-analyze >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd >/dev/null; }
+
+test: $(STAMP) system-deps
+	$(BIN)/ruff check daemon collectors scorers tests bench
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) $(DEMO) $(DEMO).db
+	rm -rf $(VENV) $(DEMO)

@@ -197,9 +197,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
             token = load_token(config.github)
             async with UrlChecker(config.verify) as urls, GitHubChecker(config.verify, config.github, token) as api:
                 by_type = checkers(root, store.file_entries(), now, config.github_repo, urls, api)
-                return await verify(store, todo, by_type, clock)
+                return await verify(todo, by_type, clock)
 
         summary = asyncio.run(run_checks())
+        with store.atomic():
+            store.add_checks(summary.results)
     for kind, _ in cached:
         summary.cached[kind] += 1
     counts = summary.as_dict()
@@ -237,6 +239,26 @@ def cmd_checks_import(args: argparse.Namespace) -> int:
         store.add_checks(checks)
     print(f"imported {len(checks)} checks, {len(rejects)} rejected")
     return 1 if rejects else 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run the daemon until SIGTERM/SIGINT; SIGHUP re-reads the config file and keeps the flags."""
+    import logging
+
+    from daemon.app import Daemon, Overrides, file_clock
+    from daemon.ingest import system_clock
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run drowns the journal
+    config_path = Path(args.config) if args.config else None
+    config = _load_config_or_exit(config_path)
+    overrides = Overrides(
+        state=Path(args.state) if args.state else None,
+        db=Path(args.db) if args.db else None,
+        listen=args.listen,
+    )
+    clock = file_clock(Path(args.clock_file)) if args.clock_file else system_clock
+    return Daemon(config, config_path=config_path, overrides=overrides, clock=clock).run()
 
 
 def _date(value: str) -> date:
@@ -316,6 +338,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_verify)
 
+    p = sub.add_parser("run", help="run the daemon: watch, ingest, score, verify, serve")
+    p.add_argument("--config", metavar="FILE")
+    p.add_argument("--state", metavar="DIR", help="state root (overrides [state] root)")
+    p.add_argument("--db", metavar="FILE", help="database (overrides [store] path)")
+    p.add_argument("--listen", metavar="HOST:PORT", help="HTTP address (overrides [daemon] listen)")
+    # Test hook: read "now" from a file, so tests move time without sleeping.
+    p.add_argument("--clock-file", metavar="FILE", help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_run)
+
     p = sub.add_parser("checks", help="move check results in and out as JSON Lines")
     checks_sub = p.add_subparsers(dest="checks_command", required=True)
     q = checks_sub.add_parser("export", help="print every stored check")
@@ -326,7 +357,11 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("file")
     q.set_defaults(func=cmd_checks_import)
 
-    from daemon import simulate
+    from daemon import demo, simulate
+
+    p = sub.add_parser("demo", help="a demo state, the daemon on it, and live agents (one slipping)")
+    demo.add_arguments(p)
+    p.set_defaults(func=demo.main)
 
     p = sub.add_parser("simulate", help="generate a seeded state directory with agents following policies")
     simulate.add_arguments(p)

@@ -143,6 +143,26 @@ class GitHub:
 
 
 @dataclass(frozen=True)
+class Daemon:
+    """``honestyd run``: where it listens and how often it looks again."""
+
+    listen: str = "127.0.0.1:9478"
+    debounce: float = 0.2
+    rescan_interval: timedelta = timedelta(minutes=5)
+    rescore_interval: timedelta = timedelta(minutes=1)
+    drain_timeout: float = 10.0
+
+
+@dataclass(frozen=True)
+class Api:
+    """The HTTP API: who may post labels, and how large a request may be."""
+
+    reviewers_env: str = "HONESTYD_REVIEWERS"
+    reviewers_file: str = ""
+    max_body: int = 16384
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole effective configuration."""
 
@@ -162,6 +182,8 @@ class Config:
     weights_agents: Mapping[str, str] = field(default_factory=dict)
     verify: Verify = field(default_factory=Verify)
     github: GitHub = field(default_factory=GitHub)
+    daemon: Daemon = field(default_factory=Daemon)
+    api: Api = field(default_factory=Api)
     benchmark_models: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -342,6 +364,13 @@ def _repo(value: Any) -> str:
     return text
 
 
+def _listen(value: Any) -> str:
+    host, sep, port = _nonempty_str(value).rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("must be HOST:PORT, e.g. 127.0.0.1:9478")
+    return str(value)
+
+
 Validator = Callable[[Any], Any]
 # section → key → (dataclass attribute path, validator)
 _SCHEMA: dict[str, dict[str, tuple[str, Validator]]] = {
@@ -395,6 +424,18 @@ _SCHEMA: dict[str, dict[str, tuple[str, Validator]]] = {
         "api_url": ("github.api_url", _url),
         "token_env": ("github.token_env", _str),
         "token_file": ("github.token_file", _str),
+    },
+    "daemon": {
+        "listen": ("daemon.listen", _listen),
+        "debounce": ("daemon.debounce", _nonneg_float),
+        "rescan_interval": ("daemon.rescan_interval", _duration),
+        "rescore_interval": ("daemon.rescore_interval", _duration),
+        "drain_timeout": ("daemon.drain_timeout", _positive_float),
+    },
+    "api": {
+        "reviewers_env": ("api.reviewers_env", _str),
+        "reviewers_file": ("api.reviewers_file", _str),
+        "max_body": ("api.max_body", _positive_int),
     },
     "benchmark": {"models": ("benchmark_models", _str_map)},
 }
@@ -487,6 +528,7 @@ def config_from_dict(data: Mapping[str, Any], base_dir: Path | None = None) -> C
             top[attr] = base_dir / top[attr]
     nested: dict[str, Any] = {
         "globs": Globs, "phrases": Phrases, "scoring": Scoring, "verify": Verify, "github": GitHub,
+        "daemon": Daemon, "api": Api,
     }
     for name, cls in nested.items():
         if name in values:
@@ -565,6 +607,13 @@ def render_config(cfg: Config) -> str:
     lines += [f"{k} = {r!r}" for k, r in v.rates.items()]
     g = cfg.github
     lines += ["", "[github]", f"repo = {q(g.repo)}", f"api_url = {q(g.api_url)}", f"token_env = {q(g.token_env)}",
-              f"token_file = {q(g.token_file)}", "", "[benchmark.models]"]
+              f"token_file = {q(g.token_file)}"]
+    d = cfg.daemon
+    lines += ["", "[daemon]", f"listen = {q(d.listen)}", f"debounce = {d.debounce!r}",
+              f"rescan_interval = {q(format_duration(d.rescan_interval))}",
+              f"rescore_interval = {q(format_duration(d.rescore_interval))}", f"drain_timeout = {d.drain_timeout!r}"]
+    a = cfg.api
+    lines += ["", "[api]", f"reviewers_env = {q(a.reviewers_env)}", f"reviewers_file = {q(a.reviewers_file)}",
+              f"max_body = {a.max_body}", "", "[benchmark.models]"]
     lines += [f"{q(a)} = {q(m)}" for a, m in sorted(cfg.benchmark_models.items())]
     return "\n".join(lines) + "\n"

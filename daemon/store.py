@@ -197,6 +197,11 @@ class Store:
             applied.append(name)
         return applied
 
+    def checkpoint(self) -> tuple[int, int, int]:
+        """``PRAGMA wal_checkpoint(TRUNCATE)``: fold the WAL into the database and truncate it."""
+        row = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return (int(row[0]), int(row[1]), int(row[2]))
+
     def migrations(self) -> list[str]:
         """Names of the applied migrations, in order."""
         return [r[0] for r in self.conn.execute("SELECT name FROM migrations ORDER BY rowid")]

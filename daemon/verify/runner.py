@@ -99,9 +99,9 @@ def select_targets(
 
 
 async def verify(
-    store: Store, targets: list[tuple[str, str]], check_by_type: Mapping[str, Checker], now: Callable[[], datetime]
+    targets: list[tuple[str, str]], check_by_type: Mapping[str, Checker], now: Callable[[], datetime]
 ) -> VerifySummary:
-    """Check every target concurrently (the checkers enforce their own limits) and store the results."""
+    """Check every target concurrently (the checkers enforce their own limits); the caller stores the results."""
     summary = VerifySummary()
 
     async def one(kind: str, target: str) -> CheckResult:
@@ -112,8 +112,6 @@ async def verify(
         return CheckResult(target, kind, now(), outcome.ok, outcome.status, detail=outcome.detail)
 
     results = await asyncio.gather(*(one(kind, target) for kind, target in targets))
-    with store.atomic():
-        store.add_checks(results)
     for r in results:
         summary.checked[r.type] += 1
         counter = summary.inconclusive if r.ok is None else summary.resolved if r.ok else summary.failed

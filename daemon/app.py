@@ -1,0 +1,541 @@
+"""``honestyd run``: one asyncio process that watches, ingests, scores, verifies and serves.
+
+Lifecycle (uvicorn's shape): signal handlers only set flags; the main loop notices them.
+Shutdown goes in a fixed order — stop watchers, drain pending file events (with a timeout),
+stop the scheduler, close HTTP, close the store — and the process exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+from prometheus_client import CollectorRegistry
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+from collectors.records import EvalReport
+from daemon import changelog
+from daemon.api import make_app
+from daemon.config import Config, ConfigError, load_config
+from daemon.ingest import Clock, Ingester, IngestStats, system_clock
+from daemon.metrics import make_registry
+from daemon.notify import Notifier
+from daemon.snapshot import Counters, Snapshot, build_snapshot
+from daemon.store import Store
+from scorers.context import Records
+
+log = logging.getLogger("honestyd")
+
+LABELS_FILE = "labels/api.jsonl"
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Command-line flags that win over the config file, on start and on every reload."""
+
+    state: Path | None = None
+    db: Path | None = None
+    listen: str | None = None
+
+    def apply(self, config: Config) -> Config:
+        """The config with these flags applied."""
+        if self.state is not None:
+            config = replace(config, state_root=self.state)
+        if self.db is not None:
+            config = replace(config, db_path=self.db)
+        if self.listen is not None:
+            config = replace(config, daemon=replace(config.daemon, listen=self.listen))
+        return config
+
+
+def parse_reviewers(text: str) -> dict[str, str]:
+    """``reviewer:token`` pairs separated by commas or new lines → {token: reviewer}."""
+    tokens: dict[str, str] = {}
+    for item in text.replace("\n", ",").split(","):
+        reviewer, sep, token = item.strip().partition(":")
+        if sep and reviewer.strip() and token.strip():
+            tokens[token.strip()] = reviewer.strip()
+    return tokens
+
+
+class _Watcher(FileSystemEventHandler):
+    """Hands changed paths (relative to the root) from watchdog's thread to the event loop."""
+
+    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop, deliver: Callable[[str | None], None]) -> None:
+        self.root = os.path.realpath(root)
+        self.loop = loop
+        self.deliver = deliver
+
+    def _rel(self, path: str | bytes) -> str | None:
+        text = os.fsdecode(path)
+        rel = os.path.relpath(text, self.root)
+        if rel.startswith("..") or any(part.startswith(".") for part in rel.split(os.sep)):
+            return None
+        return rel.replace(os.sep, "/")
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type in ("opened", "closed_no_write"):
+            return
+        paths = [event.src_path, *([event.dest_path] if getattr(event, "dest_path", "") else [])]
+        for path in paths:
+            rel = self._rel(path)
+            if rel is None:
+                continue
+            # A directory event (moved or deleted folder) may hide many files: rescan everything.
+            target = None if event.is_directory and event.event_type != "modified" else rel
+            if event.is_directory and event.event_type == "modified":
+                continue
+            self.loop.call_soon_threadsafe(self.deliver, target)
+
+
+class Daemon:
+    """The running service. Drive it with :meth:`serve`; stop it with :meth:`handle_exit`."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        config_path: Path | None = None,
+        overrides: Overrides = Overrides(),
+        clock: Clock = system_clock,
+        environ: Mapping[str, str] = os.environ,
+        notifier: Notifier | None = None,
+    ) -> None:
+        self.overrides = overrides
+        self.config_path = config_path
+        self._config = overrides.apply(config)
+        self.clock = clock
+        self.environ = environ
+        self.notifier = notifier or Notifier(environ)
+        self.should_exit = False
+        self.force_exit = False
+        self.reload_requested = False
+        self._snapshot: Snapshot | None = None
+        self.registry: CollectorRegistry = make_registry(lambda: self._snapshot)
+        self.ingest_records: Counter[str] = Counter()
+        self.ingest_rejects: Counter[tuple[str, str]] = Counter()
+        self.checks: Counter[str] = Counter()
+        self.check_failures: Counter[str] = Counter()
+        self.scheduler_missed: Counter[str] = Counter()
+        self.pending: set[str] = set()
+        self.full_rescan_pending = False
+        self._flush_handle: asyncio.TimerHandle | None = None
+        self._flush_task: asyncio.Task[None] | None = None
+        self._rescore_dirty = False
+        self.store: Store | None = None
+        self.ingester: Ingester | None = None
+        self.observer: Any = None
+        self.scheduler: AsyncIOScheduler | None = None
+        self.runner: web.AppRunner | None = None
+        self.lock: asyncio.Lock | None = None
+        self.port: int | None = None
+        self.started = asyncio.Event()
+
+    # --- the Backend protocol used by the HTTP API
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        """The latest evaluation (None before the first)."""
+        return self._snapshot
+
+    @property
+    def config(self) -> Config:
+        """The configuration in force."""
+        return self._config
+
+    def now(self) -> datetime:
+        """The daemon's clock."""
+        return self.clock()
+
+    def reviewers(self) -> dict[str, str]:
+        """{token: reviewer} from the configured environment variable and credentials file."""
+        api = self._config.api
+        tokens = parse_reviewers(self.environ.get(api.reviewers_env, "")) if api.reviewers_env else {}
+        if api.reviewers_file:
+            try:
+                tokens.update(parse_reviewers(Path(api.reviewers_file).read_text(encoding="utf-8")))
+            except OSError as exc:
+                log.warning("reviewers file %s: %s", api.reviewers_file, exc.strerror)
+        return tokens
+
+    def changelog_path(self) -> Path:
+        """Where the dated changelog lives."""
+        return self._config.state_root / self._config.changelog
+
+    def changelog_text(self) -> str:
+        """The changelog as it stands (empty when none yet)."""
+        try:
+            return self.changelog_path().read_text(encoding="utf-8")
+        except OSError:
+            return ""
+
+    async def append_label(self, label: dict[str, str]) -> None:
+        """Append one label line to ``labels/api.jsonl`` (one write, O_APPEND) and ingest it."""
+        import json
+
+        path = self._config.state_root / LABELS_FILE
+        line = (json.dumps(label, ensure_ascii=False) + "\n").encode("utf-8")
+
+        def write() -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+
+        await asyncio.to_thread(write)
+        self._on_path(LABELS_FILE)
+
+    # --- signals and lifecycle
+
+    def handle_exit(self, sig: int | None = None) -> None:
+        """SIGTERM/SIGINT: ask the main loop to stop; a second signal forces it."""
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        self.should_exit = True
+
+    def handle_reload(self) -> None:
+        """SIGHUP: re-read the config file at the next tick."""
+        self.reload_requested = True
+
+    def run(self) -> int:
+        """Run until stopped; returns the exit code."""
+        asyncio.run(self.serve())
+        return 0
+
+    async def serve(self) -> None:
+        """Start everything, loop until asked to stop, then shut down in order."""
+        loop = asyncio.get_running_loop()
+        self.lock = asyncio.Lock()
+        self._install_signals(loop)
+        cfg = self._config
+        self.notifier.status("starting: catching up with the state directory")
+        self.store = await asyncio.to_thread(Store.open, cfg.db_path)
+        self.ingester = Ingester(self.store, cfg.state_root, cfg, self._observed_clock)
+        await asyncio.to_thread(self._record_methodology, None)
+        await self._scan()
+        await self._rescore()
+        await self._start_http()
+        self._start_observer(loop)
+        self._start_scheduler()
+        self.started.set()
+        self.notifier.ready(status=self._status())
+        log.info("honestyd serving on http://%s:%s/ (state %s)", self._host(), self.port, cfg.state_root)
+        try:
+            await self._main_loop()
+        finally:
+            await self._shutdown()
+
+    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            loop.add_signal_handler(signal.SIGTERM, self.handle_exit, signal.SIGTERM)
+            loop.add_signal_handler(signal.SIGINT, self.handle_exit, signal.SIGINT)
+            loop.add_signal_handler(signal.SIGHUP, self.handle_reload)
+        except (NotImplementedError, RuntimeError):  # not the main thread (tests drive serve() directly)
+            pass
+
+    async def _main_loop(self) -> None:
+        interval = self.notifier.watchdog_interval()
+        last_ping = time.monotonic()
+        while not self.should_exit:
+            await asyncio.sleep(0.1)
+            if self.reload_requested:
+                self.reload_requested = False
+                await self.reload()
+            if interval is not None and time.monotonic() - last_ping >= interval:
+                # Pinged from the loop that does the work: a wedged loop stops the pings.
+                self.notifier.watchdog()
+                last_ping = time.monotonic()
+
+    async def _shutdown(self) -> None:
+        self.notifier.stopping()
+        log.info("shutting down")
+        if self.observer is not None:
+            self.observer.stop()
+            await asyncio.to_thread(self.observer.join, 5)
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+        try:
+            await asyncio.wait_for(self._flush(), self._config.daemon.drain_timeout)
+        except TimeoutError:
+            log.warning("drain timed out; %d paths left for the next start's rescan", len(self.pending))
+        if self.scheduler is not None:
+            self.scheduler.shutdown(wait=False)
+        if self.runner is not None:
+            await self.runner.cleanup()
+        if self.store is not None:
+            self.store.close()
+        log.info("stopped")
+
+    async def reload(self) -> bool:
+        """Re-read the config file; a bad file is rejected (keys named) and the old config stays."""
+        if self.config_path is None:
+            log.info("SIGHUP: no config file to re-read")
+            return False
+        self.notifier.reloading()
+        try:
+            new = self.overrides.apply(await asyncio.to_thread(load_config, self.config_path))
+        except ConfigError as exc:
+            for error in exc.errors:
+                log.error("reload rejected: %s", error)
+            self.notifier.ready_after_reload(status="reload rejected; previous config still in force")
+            return False
+        old = self._config
+        if (new.state_root, new.db_path, new.daemon.listen) != (old.state_root, old.db_path, old.daemon.listen):
+            log.warning("state root, database and listen address change only on restart")
+            new = replace(new, state_root=old.state_root, db_path=old.db_path,
+                          daemon=replace(new.daemon, listen=old.daemon.listen))
+        self._config = new
+        assert self.ingester is not None
+        self.ingester.config = new
+        await asyncio.to_thread(self._record_methodology, old)
+        self._schedule_intervals()
+        self._request_rescore()
+        log.info("configuration reloaded from %s", self.config_path)
+        self.notifier.ready_after_reload(status=self._status())
+        return True
+
+    # --- ingest
+
+    def _observed_clock(self) -> datetime:
+        return self.clock()
+
+    def _on_path(self, rel: str | None) -> None:
+        """A watcher saw ``rel`` change (None: something big moved; rescan all). Coalesce, then ingest."""
+        if rel is None:
+            self.full_rescan_pending = True
+        else:
+            self.pending.add(rel)
+        if self._flush_handle is None and not self.should_exit:
+            loop = asyncio.get_running_loop()
+            self._flush_handle = loop.call_later(self._config.daemon.debounce, self._start_flush)
+
+    def _start_flush(self) -> None:
+        self._flush_handle = None
+        self._flush_task = asyncio.get_running_loop().create_task(self._flush())
+
+    async def _flush(self) -> None:
+        assert self.lock is not None and self.ingester is not None
+        async with self.lock:
+            paths, self.pending = sorted(self.pending), set()
+            full, self.full_rescan_pending = self.full_rescan_pending, False
+            if not paths and not full:
+                return
+            ingester = self.ingester
+            if full:
+                stats = await asyncio.to_thread(ingester.scan, observed=True)
+            else:
+                stats = await asyncio.to_thread(self._ingest_paths, ingester, paths)
+        self._count(stats)
+        self._request_rescore()
+
+    @staticmethod
+    def _ingest_paths(ingester: Ingester, paths: Iterable[str]) -> IngestStats:
+        total = IngestStats()
+        for rel in paths:
+            total.merge(ingester.ingest_path(rel, observed=True))
+        return total
+
+    async def _scan(self) -> None:
+        assert self.lock is not None and self.ingester is not None
+        async with self.lock:
+            stats = await asyncio.to_thread(self.ingester.scan)
+        self._count(stats)
+
+    def _count(self, stats: IngestStats) -> None:
+        self.ingest_records.update(stats.records)
+        self.ingest_rejects.update(stats.rejects)
+        if stats.records or stats.rejects or stats.deleted:
+            log.info("ingested %d records, %d rejects, %d deletions", sum(stats.records.values()),
+                     sum(stats.rejects.values()), stats.deleted)
+
+    # --- scoring
+
+    def _counters(self) -> Counters:
+        return Counters(Counter(self.ingest_records), Counter(self.ingest_rejects), Counter(self.checks),
+                        Counter(self.check_failures), Counter(self.scheduler_missed))
+
+    def _request_rescore(self) -> None:
+        self._rescore_dirty = True
+        if self.scheduler is not None and self.scheduler.running:
+            self.scheduler.modify_job("rescore", next_run_time=datetime.now(UTC))
+
+    async def _rescore(self) -> None:
+        """Evaluate every window now; stateless, so a skipped run loses nothing."""
+        assert self.lock is not None and self.store is not None
+        self._rescore_dirty = True
+        store = self.store
+        while self._rescore_dirty:  # changes that arrive during an evaluation get one more
+            self._rescore_dirty = False
+            async with self.lock:
+                records, evals = await asyncio.to_thread(_load, store)
+            snap = await asyncio.to_thread(build_snapshot, records, self.clock(), self._config, self._counters(),
+                                           evals)
+            self._snapshot = snap
+            await asyncio.to_thread(self._write_changelog, changelog.drop_entries(snap))
+
+    # --- changelog
+
+    def _write_changelog(self, entries: list[changelog.Entry]) -> None:
+        if not entries:
+            return
+        try:
+            written = changelog.append_entries(self.changelog_path(), entries)
+        except OSError as exc:
+            log.error("changelog %s: %s", self.changelog_path(), exc)
+            return
+        for entry in written:
+            log.info("changelog: %s", entry.key)
+
+    def _record_methodology(self, old: Config | None) -> None:
+        """At start (``old`` None: compare with the file's last fingerprint) and on reload."""
+        previous = changelog.last_methodology_fingerprint(self.changelog_text()) if old is None else None
+        self._write_changelog(changelog.methodology_entries(old, self._config, self.clock(), previous=previous))
+
+    async def _digest(self) -> None:
+        if self._snapshot is not None:
+            await asyncio.to_thread(self._write_changelog, [changelog.digest_entry(self._snapshot)])
+
+    # --- scheduled jobs
+
+    def _start_scheduler(self) -> None:
+        scheduler = AsyncIOScheduler(timezone=UTC)
+        scheduler.add_listener(self._on_job_event, EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES | EVENT_JOB_ERROR)
+        defaults: dict[str, Any] = {"coalesce": True, "max_instances": 1, "misfire_grace_time": 30}
+        cfg = self._config
+        scheduler.add_job(self._rescore, IntervalTrigger(seconds=cfg.daemon.rescore_interval.total_seconds()),
+                          id="rescore", **defaults)
+        scheduler.add_job(self._rescan_job, IntervalTrigger(seconds=cfg.daemon.rescan_interval.total_seconds()),
+                          id="rescan", **defaults)
+        scheduler.add_job(self._watch_observer, IntervalTrigger(seconds=2), id="watcher", **defaults)
+        scheduler.add_job(self._verify_sample, self._daily(cfg.verify.daily_at), id="verify", **defaults)
+        scheduler.add_job(self._digest, CronTrigger(hour=23, minute=55, timezone=UTC), id="digest", **defaults)
+        scheduler.add_job(self._checkpoint, IntervalTrigger(hours=1), id="checkpoint", **defaults)
+        scheduler.start()
+        self.scheduler = scheduler
+
+    @staticmethod
+    def _daily(at: str) -> CronTrigger:
+        hour, minute = (int(x) for x in at.split(":"))
+        return CronTrigger(hour=hour, minute=minute, timezone=UTC)
+
+    def _schedule_intervals(self) -> None:
+        if self.scheduler is None:
+            return
+        cfg = self._config
+        self.scheduler.reschedule_job("rescore", trigger=IntervalTrigger(
+            seconds=cfg.daemon.rescore_interval.total_seconds()))
+        self.scheduler.reschedule_job("rescan", trigger=IntervalTrigger(
+            seconds=cfg.daemon.rescan_interval.total_seconds()))
+        self.scheduler.reschedule_job("verify", trigger=self._daily(cfg.verify.daily_at))
+
+    def _on_job_event(self, event: JobExecutionEvent) -> None:
+        if event.code == EVENT_JOB_ERROR:
+            log.error("job %s failed: %r", event.job_id, event.exception)
+            return
+        # Missed or coalesced runs are counted, never silently lost.
+        self.scheduler_missed[event.job_id] += 1
+
+    async def _rescan_job(self) -> None:
+        self.full_rescan_pending = True
+        await self._flush()
+
+    async def _watch_observer(self) -> None:
+        if self.observer is not None and not self.observer.is_alive() and not self.should_exit:
+            log.error("file watcher thread died; restarting it and rescanning")
+            self._start_observer(asyncio.get_running_loop())
+            await self._rescan_job()
+
+    async def _checkpoint(self) -> None:
+        assert self.lock is not None and self.store is not None
+        store = self.store
+        async with self.lock:
+            await asyncio.to_thread(store.checkpoint)
+
+    async def _verify_sample(self, day: datetime | None = None) -> None:
+        """The daily verification sample: check, then store results under the store lock."""
+        from daemon.verify.github import GitHubChecker, load_token
+        from daemon.verify.http import UrlChecker
+        from daemon.verify.runner import checkers, select_targets, verify
+
+        assert self.lock is not None and self.store is not None
+        store, cfg, now = self.store, self._config, self.clock()
+        async with self.lock:
+            todo, _ = await asyncio.to_thread(select_targets, store, cfg, now, (day or now).date())
+            files = await asyncio.to_thread(store.file_entries)
+        async with UrlChecker(cfg.verify) as urls, \
+                GitHubChecker(cfg.verify, cfg.github, load_token(cfg.github, self.environ)) as api:
+            summary = await verify(todo, checkers(cfg.state_root, files, now, cfg.github_repo, urls, api), self.clock)
+        async with self.lock:
+            await asyncio.to_thread(lambda: _store_checks(store, summary.results))
+        self.checks.update(summary.checked)
+        self.check_failures.update(summary.failed)
+        log.info("verification sample: %s", summary.as_dict())
+        self._request_rescore()
+
+    # --- watchers and HTTP
+
+    def _start_observer(self, loop: asyncio.AbstractEventLoop) -> None:
+        observer = Observer()
+        observer.schedule(_Watcher(self._config.state_root, loop, self._on_path), str(self._config.state_root),
+                          recursive=True)
+        observer.daemon = True
+        observer.start()
+        self.observer = observer
+
+    def _host(self) -> str:
+        return self._config.daemon.listen.rpartition(":")[0].strip("[]")
+
+    async def _start_http(self) -> None:
+        runner = web.AppRunner(make_app(self), access_log=None)
+        await runner.setup()
+        port = int(self._config.daemon.listen.rpartition(":")[2])
+        site = web.TCPSite(runner, self._host(), port)
+        await site.start()
+        sockets = getattr(site._server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else port
+        self.runner = runner
+
+    def _status(self) -> str:
+        snap = self._snapshot
+        if snap is None:
+            return "no evaluation yet"
+        agents = {a for w in snap.windows.values() for a in w.agents}
+        return f"{len(agents)} agents scored at {snap.at:%Y-%m-%dT%H:%M:%SZ}"
+
+
+def _load(store: Store) -> tuple[Records, tuple[EvalReport, ...]]:
+    return store.load_records(), tuple(store.evals())
+
+
+def _store_checks(store: Store, results: list[Any]) -> None:
+    with store.atomic():
+        store.add_checks(results)
+
+
+def file_clock(path: Path) -> Clock:
+    """A clock read from a file holding one RFC 3339 time (test hook: time is a parameter)."""
+    from collectors.rfc3339 import parse_ts
+
+    def now() -> datetime:
+        return parse_ts(path.read_text(encoding="utf-8").strip())
+
+    return now
+
+

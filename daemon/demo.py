@@ -1,0 +1,139 @@
+"""``honestyd demo``: a generated state, the real daemon on it, and live agents writing to it.
+
+One of the live agents starts slipping after a while (it stops citing and cites files that do
+not exist), so its 24 h score visibly drops on /metrics and on its audit page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import shutil
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from collectors.checks import load_checks
+from collectors.rfc3339 import format_ts
+from daemon.config import load_config
+from daemon.simulate import simulate
+from daemon.store import Store
+
+log = logging.getLogger("honestyd.demo")
+
+DEMO_CONFIG = """# honestyd demo configuration (generated)
+[github]
+repo = "acme/app"
+
+[daemon]
+listen = "{listen}"
+rescore_interval = "5s"
+rescan_interval = "1m"
+"""
+
+HONEST_LINES = (
+    ("Deploy of api finished; runbook followed.", "https://docs.acme.example/runbooks/deploy"),
+    ("Latency back under budget, see the SLO page.", "https://docs.acme.example/slo/latency"),
+    ("On-call handover done.", "docs/oncall.md"),
+)
+SLIPPING_LINES = (
+    ("Q3 revenue closed 14% above plan.", None),
+    ("Board deck numbers are final.", "reports/board-deck-final.md"),
+    ("The postmortem lists every action item as done.", "docs/postmortem-0519.md"),
+)
+
+
+@dataclass(frozen=True)
+class LiveAgent:
+    """A simulated agent that keeps writing; ``slips_after`` seconds in, it turns dishonest."""
+
+    name: str
+    slips_after: float | None = None
+
+
+def _event(agent: LiveAgent, n: int, now: datetime, slipping: bool) -> str:
+    text, source = (SLIPPING_LINES if slipping else HONEST_LINES)[n % 3]
+    obj: dict[str, object] = {"id": f"live-{agent.name}-{n}", "ts": format_ts(now), "agent": agent.name,
+                              "kind": "dm", "thread": f"live-{agent.name}-{n}", "text": text}
+    if source is not None:
+        obj["citations"] = [source]
+    return json.dumps(obj) + "\n"
+
+
+async def live_agents(root: Path, agents: list[LiveAgent], interval: float, stop: asyncio.Event) -> None:
+    """Append one event per agent every ``interval`` seconds until ``stop`` is set."""
+    started = asyncio.get_running_loop().time()
+    n = 0
+    while not stop.is_set():
+        elapsed = asyncio.get_running_loop().time() - started
+        now = datetime.now(UTC)
+        for agent in agents:
+            slipping = agent.slips_after is not None and elapsed >= agent.slips_after
+            with (root / "heartbeats" / f"live-{agent.name}.jsonl").open("a", encoding="utf-8") as f:
+                f.write(_event(agent, n, now, slipping))
+        n += 1
+        with contextlib.suppress(TimeoutError):  # the interval passed without a stop: write again
+            await asyncio.wait_for(stop.wait(), interval)
+
+
+def prepare(directory: Path, seed: int, listen: str) -> tuple[Path, Path, Path]:
+    """Generate the demo state ending now, its config, and a database holding the planted link checks."""
+    if directory.exists():
+        if not (directory / "state" / ".sim").exists():
+            raise SystemExit(f"{directory} exists and is not a demo directory; choose another --dir")
+        shutil.rmtree(directory)
+    root, db, config = directory / "state", directory / "honestyd.db", directory / "config.toml"
+    start = (datetime.now(UTC) - timedelta(days=3)).replace(second=0, microsecond=0)
+    simulate(seed, root, agents=10, days=3, start=start)
+    config.write_text(DEMO_CONFIG.format(listen=listen))
+    checks, _ = load_checks((root / ".sim" / "checks.jsonl").read_bytes(), "checks.jsonl")
+    with Store.open(db) as store, store.atomic():
+        store.add_checks(checks)
+    return root, db, config
+
+
+async def run_demo(args: argparse.Namespace) -> int:
+    """Prepare, start the daemon and the live agents, print the URLs, run until stopped."""
+    from daemon.app import Daemon, Overrides  # the daemon's dependencies load only when it runs
+
+    root, db, config_path = prepare(Path(args.dir), args.seed, args.listen)
+    daemon = Daemon(load_config(config_path), config_path=config_path, overrides=Overrides(state=root, db=db))
+    stop = asyncio.Event()
+    agents = [LiveAgent("ada"), LiveAgent("gus"), LiveAgent("zoe", slips_after=args.slip_after)]
+    serving = asyncio.create_task(daemon.serve())
+    await daemon.started.wait()
+    writers = asyncio.create_task(live_agents(root, agents, args.interval, stop))
+    base = f"http://{args.listen}"
+    print(f"honestyd demo on {root}\n  metrics:     {base}/metrics\n  agents:      {base}/\n"
+          f"  audit page:  {base}/agents/zoe?window=24h   (zoe starts slipping after {args.slip_after:.0f}s)\n"
+          f"  methodology: {base}/methodology\nCtrl-C stops.", flush=True)
+    try:
+        if args.duration:
+            await asyncio.sleep(args.duration)
+            daemon.handle_exit()
+        await serving
+    finally:
+        stop.set()
+        await writers
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``demo`` sub-command's options."""
+    parser.add_argument("--dir", default="demo-state", help="where to put the demo (wiped and regenerated)")
+    parser.add_argument("--listen", default="127.0.0.1:9478", metavar="HOST:PORT")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--interval", type=float, default=3.0, help="seconds between live events")
+    parser.add_argument("--slip-after", dest="slip_after", type=float, default=60.0,
+                        help="seconds before the slipping agent turns dishonest")
+    parser.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0: run)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the demo."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    return asyncio.run(run_demo(args))

@@ -1,0 +1,250 @@
+"""Prometheus exposition of the published :class:`~daemon.snapshot.Snapshot` (spec sections 4 and 6).
+
+:class:`HonestyCollector` turns whatever snapshot its ``source`` returns into metric families at
+scrape time. It does no I/O, no SQL and reads no clock, so a scrape costs only the conversion and
+always shows one consistent evaluation. :func:`render` gives the body and content type that an
+aiohttp ``/metrics`` handler sends.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from collectors.evals import HONESTY_FIELDS
+from collectors.records import EvalReport
+from daemon import __version__
+from daemon.config import COMPONENTS
+from daemon.snapshot import Counters, Snapshot
+from scorers.score import AgentResult
+
+#: The classic text format. Spelled out rather than imported because prometheus_client's
+#: ``CONTENT_TYPE_LATEST`` became 1.0.0 in 0.26, and the 0.0.4 constant is missing before 0.22.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+Source = Callable[[], Snapshot | None]
+Family = CounterMetricFamily | GaugeMetricFamily
+
+_W = ("agent", "window")
+_C = ("agent", "window", "component")
+_B = ("model", "agent")
+
+#: name → (type, HELP, label names) of every family whose name is known before a scrape. Counter
+#: names lack ``_total``: CounterMetricFamily appends it to the exposed sample.
+_FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "honesty_build_info": ("gauge", "honestyd build; always 1.", ("version",)),
+    "honesty_last_evaluation_timestamp_seconds": (
+        "gauge", "Unix time the exported scores were evaluated at (the end of every window).", ()),
+    "honesty_score": (
+        "gauge", "Honesty score 0-1 (weighted mean of the non-N/A component ratios); absent when INSUFFICIENT.", _W),
+    "honesty_score_lower": ("gauge", "Lower bound of the score's weighted Wilson 95% interval; absent when none.", _W),
+    "honesty_score_upper": ("gauge", "Upper bound of the score's weighted Wilson 95% interval; absent when none.", _W),
+    "honesty_score_sufficient": (
+        "gauge", "1 when the window holds enough decisions for a score, 0 when it is INSUFFICIENT.", _W),
+    "honesty_window_decisions": ("gauge", "Decisions the agent made in the window.", _W),
+    "honesty_false_gaps": ("gauge", "Gap claims in the window that were false (reported beside the score).", _W),
+    "honesty_coverage": ("gauge", "Sum of the weights of the components that are not N/A (0-1).", _W),
+    "honesty_component_ratio": ("gauge", "Component pass / counted (0-1); absent when N/A (nothing counted).", _C),
+    "honesty_component_counted": ("gauge", "Decisions the component counted in the window.", _C),
+    "honesty_component_pending": ("gauge", "Decisions whose component outcome is still pending.", _C),
+    "honesty_weights_info": (
+        "gauge",
+        "Weights version and component weights each listed agent is scored with (agent=\"\": the active version);"
+        " always 1.",
+        ("version", "agent", *COMPONENTS),
+    ),
+    "honesty_ingest_records": ("counter", "Records ingested since the process started, by source.", ("source",)),
+    "honesty_ingest_rejects": (
+        "counter", "Lines or files refused at ingest since the process started, by source and reason.",
+        ("source", "reason")),
+    "honesty_citation_checks": ("counter", "Citation verifications run since the process started, by kind.", ("kind",)),
+    "honesty_citation_check_failures": (
+        "counter", "Citation verifications that found the target missing or broken, by kind.", ("kind",)),
+    "honesty_scheduler_missed": ("counter", "Scheduled runs missed since the process started, by job.", ("job",)),
+    "honesty_benchmark_tasks": ("gauge", "Tasks in the latest benchmark-honesty report of the model.", _B),
+}
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_FIGURE = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def benchmark_metric(key: str) -> str | None:
+    """The metric name of a report's ``honesty`` figure (``taskMean`` → ``honesty_benchmark_task_mean``).
+
+    None for a key that makes no valid, lint-clean metric name, so one odd key cannot break a scrape.
+    """
+    snake = _CAMEL.sub("_", key).lower()
+    return f"honesty_benchmark_{snake}" if _FIGURE.fullmatch(snake) else None
+
+
+def label_value(value: str) -> str:
+    """A label value that can be encoded as UTF-8.
+
+    A JSON ``"\\ud800"`` decodes to a lone surrogate, which generate_latest cannot encode: the
+    whole scrape would fail. backslashreplace keeps two such names distinct, so they cannot
+    collapse into one duplicate series. Quotes, backslashes and newlines are left to
+    prometheus_client, which escapes them.
+    """
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def short_weight(weight: float) -> str:
+    """A weight as a short label value: ``0.35``, ``0``; the exact repr when the short form would round."""
+    short = f"{weight:g}"
+    return short if float(short) == weight else repr(weight)
+
+
+class _Families:
+    """The families of one scrape, created on first use and yielded in declaration order."""
+
+    def __init__(self) -> None:
+        self._families: dict[str, Family] = {}
+
+    def declare(self, name: str, kind: str, doc: str, labels: Sequence[str]) -> Family:
+        family = self._families.get(name)
+        if family is None:
+            family = (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(name, doc, labels=labels)
+            self._families[name] = family
+        return family
+
+    def add(self, name: str, labels: Sequence[str], value: float) -> None:
+        kind, doc, names = _FAMILIES[name]
+        self.add_to(self.declare(name, kind, doc, names), labels, value)
+
+    @staticmethod
+    def add_to(family: Family, labels: Sequence[str], value: float) -> None:
+        family.add_metric([label_value(v) for v in labels], float(value))
+
+    def __iter__(self) -> Iterator[Metric]:
+        return iter(self._families.values())
+
+
+def _agent_series(out: _Families, window: str, a: AgentResult) -> None:
+    key = (a.agent, window)
+    out.add("honesty_window_decisions", key, a.decisions)
+    out.add("honesty_score_sufficient", key, 0 if a.insufficient else 1)
+    out.add("honesty_false_gaps", key, a.false_gaps)
+    out.add("honesty_coverage", key, a.coverage)
+    # Spec 4: an INSUFFICIENT score shows no number, so the series is absent rather than 0.
+    if not a.insufficient and a.score is not None:
+        out.add("honesty_score", key, a.score)
+    if a.interval is not None:
+        out.add("honesty_score_lower", key, a.interval[0])
+        out.add("honesty_score_upper", key, a.interval[1])
+    for component in COMPONENTS:
+        result = a.components[component]
+        ckey = (a.agent, window, component)
+        if result.ratio is not None:
+            out.add("honesty_component_ratio", ckey, result.ratio)
+        out.add("honesty_component_counted", ckey, result.counted)
+        out.add("honesty_component_pending", ckey, result.pending)
+
+
+def _weights(out: _Families, snapshot: Snapshot) -> None:
+    config = snapshot.config
+    used: dict[str, tuple[str, tuple[float, ...]]] = {}
+    for result in snapshot.windows.values():
+        for agent, a in result.agents.items():
+            used.setdefault(agent, (a.weights_version, a.weights))
+    rows = [("", config.weights_active, config.weights_versions[config.weights_active])]
+    rows += [(agent, version, weights) for agent, (version, weights) in sorted(used.items())]
+    for agent, version, weights in rows:
+        out.add("honesty_weights_info", (version, agent, *map(short_weight, weights)), 1)
+
+
+def _counters(out: _Families, counters: Counters) -> None:
+    simple: tuple[tuple[str, Mapping[str, int]], ...] = (
+        ("honesty_ingest_records", counters.ingest_records),
+        ("honesty_citation_checks", counters.checks),
+        ("honesty_citation_check_failures", counters.check_failures),
+        ("honesty_scheduler_missed", counters.scheduler_missed),
+    )
+    for name, values in simple:
+        for key, count in sorted(values.items()):
+            out.add(name, (key,), count)
+    for (source, reason), count in sorted(counters.ingest_rejects.items()):
+        out.add("honesty_ingest_rejects", (source, reason), count)
+
+
+def _figure_family(out: _Families, key: str) -> Family | None:
+    name = benchmark_metric(key)
+    # A figure named like a fixed family (say ``tasks``) would add a second, differently meant series to it.
+    if name is None or name in _FAMILIES:
+        return None
+    doc = f"Figure honesty.{key} of the latest benchmark-honesty report of the model."
+    return out.declare(name, "gauge", doc, _B)
+
+
+def _declare_all(out: _Families) -> None:
+    """Declare every family known by name, so its HELP and TYPE show even without samples yet."""
+    for name, (kind, doc, labels) in _FAMILIES.items():
+        out.declare(name, kind, doc, labels)
+    for key in HONESTY_FIELDS:
+        _figure_family(out, key)
+
+
+def _benchmarks(out: _Families, evals: Iterable[EvalReport], models: Mapping[str, str]) -> None:
+    latest: dict[str, EvalReport] = {}
+    for report in sorted(evals, key=lambda r: r.path):
+        latest[report.model] = report  # later path wins (spec: the last report by path)
+    agents: dict[str, list[str]] = {}
+    for agent, model in sorted(models.items()):
+        agents.setdefault(model, []).append(agent)
+    for model, report in sorted(latest.items()):
+        for agent in agents.get(model, [""]):
+            if report.tasks is not None:
+                out.add("honesty_benchmark_tasks", (model, agent), report.tasks)
+            for key, value in report.honesty.items():
+                family = _figure_family(out, key)
+                if family is not None:
+                    out.add_to(family, (model, agent), value)
+
+
+def snapshot_families(snapshot: Snapshot | None) -> list[Metric]:
+    """Every metric family for one snapshot; before the first evaluation only ``honesty_build_info``."""
+    out = _Families()
+    if snapshot is None:
+        out.add("honesty_build_info", (__version__,), 1)
+        return list(out)
+    _declare_all(out)
+    out.add("honesty_build_info", (snapshot.version,), 1)
+    out.add("honesty_last_evaluation_timestamp_seconds", (), snapshot.at.timestamp())
+    for window, result in snapshot.windows.items():
+        for _, a in sorted(result.agents.items()):
+            _agent_series(out, window, a)
+    _weights(out, snapshot)
+    _counters(out, snapshot.counters)
+    _benchmarks(out, snapshot.evals, snapshot.config.benchmark_models)
+    return list(out)
+
+
+class HonestyCollector:
+    """A custom collector exporting the latest snapshot that ``source`` returns."""
+
+    def __init__(self, source: Source) -> None:
+        self._source = source
+
+    def collect(self) -> Iterable[Metric]:
+        """The families of the current snapshot (read once, so one scrape shows one evaluation)."""
+        return snapshot_families(self._source())
+
+    def describe(self) -> Iterable[Metric]:
+        """The families known by name, so a registry refuses a clashing collector at ``register``."""
+        out = _Families()
+        _declare_all(out)
+        return list(out)
+
+
+def make_registry(source: Source, registry: CollectorRegistry | None = None) -> CollectorRegistry:
+    """Register a :class:`HonestyCollector` for ``source`` into ``registry`` (a fresh one by default)."""
+    registry = CollectorRegistry() if registry is None else registry
+    registry.register(HonestyCollector(source))
+    return registry
+
+
+def render(registry: CollectorRegistry) -> tuple[bytes, str]:
+    """The ``/metrics`` body and its content type (text format 0.0.4)."""
+    return generate_latest(registry), CONTENT_TYPE

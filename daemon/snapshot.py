@@ -1,0 +1,51 @@
+"""The daemon's published state: an immutable snapshot that sinks (metrics, API, changelog) read.
+
+The scheduler builds a new :class:`Snapshot` after each evaluation and swaps it in with one
+reference assignment, so a scrape or an HTTP request never sees a half-built state and never
+touches SQL.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from collectors.records import EvalReport
+from daemon import __version__
+from daemon.config import Config
+from scorers.context import Context, Records
+from scorers.score import WindowResult, evaluate_window
+
+
+@dataclass(frozen=True)
+class Counters:
+    """Cumulative process counters (they restart at 0 with the process, as Prometheus expects)."""
+
+    ingest_records: Mapping[str, int] = field(default_factory=Counter)
+    ingest_rejects: Mapping[tuple[str, str], int] = field(default_factory=Counter)
+    checks: Mapping[str, int] = field(default_factory=Counter)
+    check_failures: Mapping[str, int] = field(default_factory=Counter)
+    scheduler_missed: Mapping[str, int] = field(default_factory=Counter)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything the sinks show: the scores of every window at ``at`` and the counters."""
+
+    at: datetime
+    config: Config
+    windows: Mapping[str, WindowResult]
+    counters: Counters = field(default_factory=Counters)
+    evals: tuple[EvalReport, ...] = ()
+    version: str = __version__
+
+
+def build_snapshot(
+    records: Records, at: datetime, config: Config, counters: Counters, evals: tuple[EvalReport, ...] = ()
+) -> Snapshot:
+    """Evaluate every configured window at ``at`` over one shared context (pure; no I/O, no clock)."""
+    ctx = Context(records, at, config)
+    windows = {name: evaluate_window(ctx, name) for name, _ in config.scoring.windows}
+    return Snapshot(at=at, config=config, windows=windows, counters=counters, evals=evals, version=__version__)

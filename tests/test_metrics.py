@@ -1,0 +1,364 @@
+"""The Prometheus exposition (daemon/metrics.py): snapshots from real scoring in, text format out.
+
+Every assertion reads the rendered bytes back through prometheus_client's own parser, and the
+output is linted by the real ``promtool check metrics``, so what is tested is what a scrape gets.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from collectors.records import EvalReport
+from daemon import __version__
+from daemon.config import COMPONENTS, DEFAULT_WEIGHTS, DEFAULT_WEIGHTS_VERSION, Config, GitHub
+from daemon.metrics import CONTENT_TYPE, HonestyCollector, benchmark_metric, make_registry, render, short_weight
+from daemon.snapshot import Counters, Snapshot
+from scorers.context import Records
+from scorers.score import AgentResult, evaluate
+from tests.helpers import T0, check, ev, file, records, t
+
+PROMTOOL_HINT = (
+    "promtool is missing: it comes from the Debian package 'prometheus' "
+    "(apt-get update && apt-get install -y --no-install-recommends prometheus)"
+)
+HOSTILE = 'evil "quoted" \\ back\\slash\nnew line\ttab ünïcødé 🤖 {a="b"} # HELP x'
+SURROGATE = "lone \ud800 surrogate"
+EXP = (0.5, 0.2, 0.1, 0.1, 0.05, 0.05)
+WINDOWS = ("24h", "7d")
+
+Key = tuple[str, frozenset[tuple[str, str]]]
+
+
+def _config() -> Config:
+    return Config(
+        github=GitHub(repo="acme/app"),
+        weights_versions={DEFAULT_WEIGHTS_VERSION: DEFAULT_WEIGHTS, "exp": EXP},
+        weights_agents={"bob": "exp"},
+        benchmark_models={"ada": "m-1", "bob": "m-1", HOSTILE: "m\"2\n"},
+    )
+
+
+def _records() -> Records:
+    ada = [ev(f"ada-{i}", t(-10 * i - 10), agent="ada", text=f"see https://x.org/{i}") for i in range(4)]
+    ada += [
+        ev("ada-bare", t(-55), agent="ada", text="trust me"),
+        # Reason and alternatives but no follow-up yet: refusal_correctness is pending at T.
+        ev("ada-refusal", t(-2), agent="ada", kind="refusal", thread="th",
+           text="No, because CI is red; instead retry."),
+        # The file existed when the agent said it did not: a false gap.
+        ev("ada-gap", t(-30), agent="ada", text="The report hasn't been generated yet.", subject=("reports/w.md",)),
+    ]
+    bob = [ev(f"bob-{i}", t(-i - 1), agent="bob", text="https://x.org/bob") for i in range(2)]
+    hostile = [ev(f"h-{i}", t(-i - 1), agent=HOSTILE, text="https://x.org/h") for i in range(5)]
+    weird = [ev("s-0", t(-1), agent=SURROGATE)]
+    checks = (
+        check("https://x.org/0", "url", t(-5), True),
+        check("https://x.org/1", "url", t(-5), False),
+        check("https://x.org/h", "url", t(-5), True),
+    )
+    return records(*ada, *bob, *hostile, *weird, files=(file("reports/w.md", t(-31)),), checks=checks)
+
+
+def _snapshot(evals: tuple[EvalReport, ...] = ()) -> Snapshot:
+    config = _config()
+    recs = _records()
+    windows = {w: evaluate(recs, T0, w, config) for w in WINDOWS}
+    counters = Counters(
+        ingest_records=Counter({"heartbeats": 12, "labels": 2}),
+        ingest_rejects=Counter({("heartbeats", "bad_ts"): 3, ("evals", "bad_field:model"): 1}),
+        checks=Counter({"url": 5, "path": 2}),
+        check_failures=Counter({"url": 1}),
+        scheduler_missed=Counter({"verify": 1}),
+    )
+    return Snapshot(at=T0, config=config, windows=windows, counters=counters, evals=evals)
+
+
+EVALS = (
+    EvalReport("evals/b.json", "m-1", tasks=40, honesty={"balanced": 0.8, "taskMean": 0.7, "fabricationRate": 0.1}),
+    EvalReport("evals/a.json", "m-1", tasks=20, honesty={"balanced": 0.5, "brier": 0.3}),  # earlier path: loses
+    EvalReport("evals/c.json", "old-0.1.0", tasks=12),  # no honesty block, no mapped agent
+    EvalReport("evals/d.json", "m\"2\n", tasks=3, honesty={"overAbstainRate": 0.25}),
+)
+
+
+def _scrape(snapshot: Snapshot | None) -> bytes:
+    body, content_type = render(make_registry(lambda: snapshot))
+    assert content_type == CONTENT_TYPE == "text/plain; version=0.0.4; charset=utf-8"
+    return body
+
+
+def _samples(body: bytes) -> dict[Key, float]:
+    out: dict[Key, float] = {}
+    for family in text_string_to_metric_families(body.decode("utf-8")):
+        for s in family.samples:
+            key = (s.name, frozenset(s.labels.items()))
+            assert key not in out, f"duplicate series {key}"
+            out[key] = s.value
+    return out
+
+
+def _get(samples: dict[Key, float], name: str, **labels: str) -> float | None:
+    return samples.get((name, frozenset(labels.items())))
+
+
+def _series(samples: dict[Key, float], name: str) -> list[dict[str, str]]:
+    return [dict(labels) for n, labels in samples if n == name]
+
+
+@pytest.fixture(scope="module")
+def snapshot() -> Snapshot:
+    return _snapshot(EVALS)
+
+
+@pytest.fixture(scope="module")
+def scraped(snapshot: Snapshot) -> dict[Key, float]:
+    return _samples(_scrape(snapshot))
+
+
+def _agent(snapshot: Snapshot, agent: str, window: str = "24h") -> AgentResult:
+    return snapshot.windows[window].agents[agent]
+
+
+# --- before the first evaluation
+
+
+def test_no_snapshot_exports_only_build_info() -> None:
+    samples = _samples(_scrape(None))
+    assert samples == {("honesty_build_info", frozenset({("version", __version__)})): 1.0}
+
+
+def test_collect_reads_the_source_on_every_scrape() -> None:
+    current: list[Snapshot | None] = [None]
+    registry = make_registry(lambda: current[0])
+    assert len(_samples(render(registry)[0])) == 1
+    current[0] = _snapshot()
+    assert _get(_samples(render(registry)[0]), "honesty_last_evaluation_timestamp_seconds") == T0.timestamp()
+
+
+def test_make_registry_registers_into_the_callers_registry() -> None:
+    registry = CollectorRegistry()
+    assert make_registry(lambda: None, registry) is registry
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        registry.register(HonestyCollector(lambda: None))  # describe() names the families
+
+
+# --- scores
+
+
+def test_sufficient_agent_has_score_interval_and_sufficient_1(snapshot: Snapshot, scraped: dict[Key, float]) -> None:
+    for window in WINDOWS:
+        a = _agent(snapshot, "ada", window)
+        assert not a.insufficient and a.score is not None and a.interval is not None
+        key = {"agent": "ada", "window": window}
+        assert _get(scraped, "honesty_score", **key) == pytest.approx(a.score)
+        assert 0 <= a.score <= 1
+        assert _get(scraped, "honesty_score_lower", **key) == pytest.approx(a.interval[0])
+        assert _get(scraped, "honesty_score_upper", **key) == pytest.approx(a.interval[1])
+        assert a.interval[0] < a.score <= a.interval[1] + 1e-12
+        assert _get(scraped, "honesty_score_sufficient", **key) == 1
+        assert _get(scraped, "honesty_window_decisions", **key) == 7
+        assert _get(scraped, "honesty_false_gaps", **key) == 1
+        assert _get(scraped, "honesty_coverage", **key) == pytest.approx(a.coverage)
+        assert 0 < a.coverage < 1
+
+
+def test_insufficient_agent_has_no_score_and_no_interval(scraped: dict[Key, float]) -> None:
+    key = {"agent": "bob", "window": "24h"}
+    assert _get(scraped, "honesty_score_sufficient", **key) == 0
+    assert _get(scraped, "honesty_window_decisions", **key) == 2
+    for name in ("honesty_score", "honesty_score_lower", "honesty_score_upper"):
+        assert _get(scraped, name, **key) is None
+    assert {"agent": "bob", "window": "24h"} not in _series(scraped, "honesty_score")
+    # Beside the floor the numbers that are not a score still show.
+    assert _get(scraped, "honesty_coverage", **key) == pytest.approx(0.5)
+    assert _get(scraped, "honesty_component_ratio", component="citation_rate", **key) == 1
+
+
+def test_components_ratio_absent_when_na_counted_and_pending_always(
+    snapshot: Snapshot, scraped: dict[Key, float]
+) -> None:
+    a = _agent(snapshot, "ada")
+    assert a.components["self_correction_rate"].ratio is None  # no labels at all: N/A
+    assert a.components["refusal_correctness"].pending == 1
+    key = {"agent": "ada", "window": "24h"}
+    for component in COMPONENTS:
+        c = a.components[component]
+        ratio = _get(scraped, "honesty_component_ratio", component=component, **key)
+        assert ratio == (None if c.ratio is None else pytest.approx(c.ratio))
+        assert _get(scraped, "honesty_component_counted", component=component, **key) == c.counted
+        assert _get(scraped, "honesty_component_pending", component=component, **key) == c.pending
+    assert _get(scraped, "honesty_component_ratio", component="citation_rate", **key) == pytest.approx(4 / 7)
+    assert _get(scraped, "honesty_component_ratio", component="source_verifiability", **key) == pytest.approx(1 / 2)
+    assert _get(scraped, "honesty_component_pending", component="refusal_correctness", **key) == 1
+    assert _get(scraped, "honesty_component_counted", component="self_correction_rate", **key) == 0
+
+
+def test_every_listed_agent_and_window_has_the_always_present_series(
+    snapshot: Snapshot, scraped: dict[Key, float]
+) -> None:
+    always = ("honesty_window_decisions", "honesty_score_sufficient", "honesty_false_gaps", "honesty_coverage")
+    for window, result in snapshot.windows.items():
+        for agent in result.agents:
+            label = agent.encode("utf-8", "backslashreplace").decode("utf-8")
+            for name in always:
+                assert _get(scraped, name, agent=label, window=window) is not None, (name, agent, window)
+            for component in COMPONENTS:
+                assert _get(scraped, "honesty_component_counted", agent=label, window=window, component=component) \
+                    is not None
+    agents = len(snapshot.windows["24h"].agents)
+    assert agents == 4
+    assert sum(1 for name, _ in scraped if name in always) == len(always) * agents * len(WINDOWS)
+    assert len(_series(scraped, "honesty_component_counted")) == len(COMPONENTS) * agents * len(WINDOWS)
+
+
+def test_last_evaluation_timestamp_and_build_info(scraped: dict[Key, float]) -> None:
+    assert _get(scraped, "honesty_last_evaluation_timestamp_seconds") == T0.timestamp()
+    assert _get(scraped, "honesty_build_info", version=__version__) == 1
+    assert len(_series(scraped, "honesty_build_info")) == 1
+
+
+# --- weights
+
+
+def test_weights_info_per_agent_and_active(scraped: dict[Key, float]) -> None:
+    series = _series(scraped, "honesty_weights_info")
+    by_agent = {s["agent"]: s for s in series}
+    assert len(series) == len(by_agent) == 5  # "", ada, bob, the hostile one, the surrogate one
+    default = dict(zip(COMPONENTS, ("0.35", "0.25", "0.2", "0.1", "0.05", "0.05"), strict=True))
+    assert by_agent[""] == {"agent": "", "version": DEFAULT_WEIGHTS_VERSION, **default}
+    assert by_agent["ada"] == {"agent": "ada", "version": DEFAULT_WEIGHTS_VERSION, **default}
+    exp = dict(zip(COMPONENTS, ("0.5", "0.2", "0.1", "0.1", "0.05", "0.05"), strict=True))
+    assert by_agent["bob"] == {"agent": "bob", "version": "exp", **exp}
+    assert by_agent[HOSTILE]["version"] == DEFAULT_WEIGHTS_VERSION
+    assert all(_get(scraped, "honesty_weights_info", **s) == 1 for s in series)
+
+
+def test_short_weight_is_short_and_exact() -> None:
+    assert [short_weight(w) for w in (0.35, 0.1, 0.0, 1.0, 0.05)] == ["0.35", "0.1", "0", "1", "0.05"]
+    assert float(short_weight(1 / 3)) == 1 / 3
+    assert float(short_weight(0.123456789)) == 0.123456789
+
+
+# --- counters
+
+
+def test_counters_are_exposed_with_total_suffix(snapshot: Snapshot, scraped: dict[Key, float]) -> None:
+    body = _scrape(snapshot).decode("utf-8")
+    for name in ("ingest_records", "ingest_rejects", "citation_checks", "citation_check_failures",
+                 "scheduler_missed"):
+        assert f"# TYPE honesty_{name}_total counter\n" in body
+        assert f"# HELP honesty_{name}_total " in body
+    assert _get(scraped, "honesty_ingest_records_total", source="heartbeats") == 12
+    assert _get(scraped, "honesty_ingest_records_total", source="labels") == 2
+    assert _get(scraped, "honesty_ingest_rejects_total", source="heartbeats", reason="bad_ts") == 3
+    assert _get(scraped, "honesty_ingest_rejects_total", source="evals", reason="bad_field:model") == 1
+    assert _get(scraped, "honesty_citation_checks_total", kind="url") == 5
+    assert _get(scraped, "honesty_citation_checks_total", kind="path") == 2
+    assert _get(scraped, "honesty_citation_check_failures_total", kind="url") == 1
+    assert _get(scraped, "honesty_scheduler_missed_total", job="verify") == 1
+    assert not [name for name, _ in scraped if name.endswith("_created")]
+
+
+def test_families_without_samples_still_have_help_and_type() -> None:
+    body = _scrape(Snapshot(at=T0, config=Config(), windows={})).decode("utf-8")
+    assert "# TYPE honesty_scheduler_missed_total counter\n" in body
+    assert "# TYPE honesty_score gauge\n" in body
+    assert "# TYPE honesty_benchmark_balanced gauge\n" in body
+    samples = _samples(body.encode())
+    assert {name for name, _ in samples} == {
+        "honesty_build_info", "honesty_last_evaluation_timestamp_seconds", "honesty_weights_info"
+    }
+
+
+# --- benchmark reports
+
+
+def test_benchmark_names_are_snake_case() -> None:
+    assert benchmark_metric("taskMean") == "honesty_benchmark_task_mean"
+    assert benchmark_metric("overAbstainRate") == "honesty_benchmark_over_abstain_rate"
+    assert benchmark_metric("brier") == "honesty_benchmark_brier"
+    assert benchmark_metric("bad key!") is None and benchmark_metric("") is None
+
+
+def test_benchmark_last_report_by_path_wins_per_mapped_agent(scraped: dict[Key, float]) -> None:
+    for agent in ("ada", "bob"):
+        key = {"model": "m-1", "agent": agent}
+        assert _get(scraped, "honesty_benchmark_tasks", **key) == 40
+        assert _get(scraped, "honesty_benchmark_balanced", **key) == 0.8
+        assert _get(scraped, "honesty_benchmark_task_mean", **key) == 0.7
+        assert _get(scraped, "honesty_benchmark_fabrication_rate", **key) == 0.1
+        assert _get(scraped, "honesty_benchmark_brier", **key) is None  # only in the losing report
+    assert _get(scraped, "honesty_benchmark_over_abstain_rate", model="m\"2\n", agent=HOSTILE) == 0.25
+
+
+def test_benchmark_report_without_honesty_block_exports_only_tasks(scraped: dict[Key, float]) -> None:
+    old = {(name, frozenset(labels)) for name, labels in scraped if dict(labels).get("model") == "old-0.1.0"}
+    assert old == {("honesty_benchmark_tasks", frozenset({("model", "old-0.1.0"), ("agent", "")}))}
+    assert _get(scraped, "honesty_benchmark_tasks", model="old-0.1.0", agent="") == 12
+
+
+def test_benchmark_unknown_honesty_key_exports_or_is_skipped() -> None:
+    evals = (EvalReport("evals/x.json", "m-x", honesty={"newFigure": 0.5, "bad key": 0.1, "balanced": math.pi}),)
+    body = _scrape(_snapshot(evals))
+    samples = _samples(body)
+    assert _get(samples, "honesty_benchmark_new_figure", model="m-x", agent="") == 0.5
+    assert _get(samples, "honesty_benchmark_balanced", model="m-x", agent="") == math.pi
+    assert not [name for name, labels in samples if dict(labels).get("model") == "m-x" and "bad" in name]
+
+
+# --- hostile label values
+
+
+def test_hostile_agent_names_round_trip(snapshot: Snapshot, scraped: dict[Key, float]) -> None:
+    a = _agent(snapshot, HOSTILE)
+    assert not a.insufficient and a.score is not None
+    assert _get(scraped, "honesty_score", agent=HOSTILE, window="24h") == pytest.approx(a.score)
+    assert _get(scraped, "honesty_window_decisions", agent=HOSTILE, window="7d") == 5
+
+
+def test_lone_surrogate_cannot_break_the_scrape(snapshot: Snapshot, scraped: dict[Key, float]) -> None:
+    assert SURROGATE in snapshot.windows["24h"].agents
+    body = _scrape(snapshot)
+    body.decode("utf-8", errors="strict")
+    assert _get(scraped, "honesty_window_decisions", agent="lone \\ud800 surrogate", window="24h") == 1
+
+
+def test_hostile_lines_stay_one_sample_per_line(snapshot: Snapshot) -> None:
+    body = _scrape(snapshot).decode("utf-8")
+    for line in body.splitlines():
+        assert line.startswith(("# HELP honesty_", "# TYPE honesty_", "honesty_")), line
+    lines = [line for line in body.splitlines() if not line.startswith("#")]
+    assert len(lines) == len(_samples(body.encode()))
+
+
+# --- the real linter
+
+
+def _promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        pytest.fail(PROMTOOL_HINT)
+    return path
+
+
+@pytest.mark.parametrize("case", ["full", "none", "empty"])
+def test_promtool_check_metrics_finds_no_problems(case: str) -> None:
+    promtool = _promtool()
+    snapshot = {
+        "full": _snapshot(EVALS),
+        "none": None,
+        "empty": Snapshot(at=T0 - timedelta(days=1), config=Config(), windows={}),
+    }[case]
+    body = _scrape(snapshot)
+    proc = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, timeout=60, check=False)
+    report = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+    assert proc.returncode == 0, report
+    assert report.strip() == "", report
