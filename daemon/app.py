@@ -13,7 +13,7 @@ import os
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -137,6 +137,7 @@ class Daemon:
         self._flush_handle: asyncio.TimerHandle | None = None
         self._flush_task: asyncio.Task[None] | None = None
         self._rescore_dirty = False
+        self._job_tasks: set[asyncio.Task[Any]] = set()
         self.store: Store | None = None
         self.ingester: Ingester | None = None
         self.observer: Any = None
@@ -277,6 +278,9 @@ class Daemon:
             log.warning("drain timed out; %d paths left for the next start's rescan", len(self.pending))
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=False)
+        if self._job_tasks:
+            # A job may be mid-evaluation in a worker thread: let it finish before the store closes.
+            await asyncio.wait(set(self._job_tasks), timeout=self._config.daemon.drain_timeout)
         if self.runner is not None:
             await self.runner.cleanup()
         if self.store is not None:
@@ -419,16 +423,34 @@ class Daemon:
         scheduler.add_listener(self._on_job_event, EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES | EVENT_JOB_ERROR)
         defaults: dict[str, Any] = {"coalesce": True, "max_instances": 1, "misfire_grace_time": 30}
         cfg = self._config
-        scheduler.add_job(self._rescore, IntervalTrigger(seconds=cfg.daemon.rescore_interval.total_seconds()),
-                          id="rescore", **defaults)
-        scheduler.add_job(self._rescan_job, IntervalTrigger(seconds=cfg.daemon.rescan_interval.total_seconds()),
-                          id="rescan", **defaults)
-        scheduler.add_job(self._watch_observer, IntervalTrigger(seconds=2), id="watcher", **defaults)
-        scheduler.add_job(self._verify_sample, self._daily(cfg.verify.daily_at), id="verify", **defaults)
-        scheduler.add_job(self._digest, CronTrigger(hour=23, minute=55, timezone=UTC), id="digest", **defaults)
-        scheduler.add_job(self._checkpoint, IntervalTrigger(hours=1), id="checkpoint", **defaults)
+        jobs: list[tuple[str, Callable[[], Awaitable[None]], Any]] = [
+            ("rescore", self._rescore, IntervalTrigger(seconds=cfg.daemon.rescore_interval.total_seconds())),
+            ("rescan", self._rescan_job, IntervalTrigger(seconds=cfg.daemon.rescan_interval.total_seconds())),
+            ("watcher", self._watch_observer, IntervalTrigger(seconds=2)),
+            ("verify", self._verify_sample, self._daily(cfg.verify.daily_at)),
+            ("digest", self._digest, CronTrigger(hour=23, minute=55, timezone=UTC)),
+            ("checkpoint", self._checkpoint, IntervalTrigger(hours=1)),
+        ]
+        for job_id, fn, trigger in jobs:
+            scheduler.add_job(self._tracked(fn), trigger, id=job_id, name=job_id, **defaults)
         scheduler.start()
         self.scheduler = scheduler
+
+    def _tracked(self, fn: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+        """A job that shutdown can wait for, and that does not start once shutdown has begun."""
+
+        async def job() -> None:
+            if self.should_exit:
+                return
+            task = asyncio.current_task()
+            assert task is not None
+            self._job_tasks.add(task)
+            try:
+                await fn()
+            finally:
+                self._job_tasks.discard(task)
+
+        return job
 
     @staticmethod
     def _daily(at: str) -> CronTrigger:
@@ -468,7 +490,7 @@ class Daemon:
         async with self.lock:
             await asyncio.to_thread(store.checkpoint)
 
-    async def _verify_sample(self, day: datetime | None = None) -> None:
+    async def _verify_sample(self) -> None:
         """The daily verification sample: check, then store results under the store lock."""
         from daemon.verify.github import GitHubChecker, load_token
         from daemon.verify.http import UrlChecker
@@ -477,7 +499,7 @@ class Daemon:
         assert self.lock is not None and self.store is not None
         store, cfg, now = self.store, self._config, self.clock()
         async with self.lock:
-            todo, _ = await asyncio.to_thread(select_targets, store, cfg, now, (day or now).date())
+            todo, _ = await asyncio.to_thread(select_targets, store, cfg, now, now.date())
             files = await asyncio.to_thread(store.file_entries)
         async with UrlChecker(cfg.verify) as urls, \
                 GitHubChecker(cfg.verify, cfg.github, load_token(cfg.github, self.environ)) as api:
