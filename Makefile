@@ -22,12 +22,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check daemon collectors scorers tests
 	$(BIN)/mypy
 
-# Programs the suite runs for real: promtool (Debian's prometheus) and systemd-analyze.
+# Programs the suite runs for real: prometheus and promtool (Debian's prometheus), systemd-analyze,
+# and headless Chromium. Installed from Debian's packages when missing (CI runs as root).
+SYSTEM_TOOLS := prometheus:prometheus promtool:prometheus systemd-analyze:systemd chromium:chromium
 system-deps:
-	@command -v promtool >/dev/null || { apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
-	@command -v systemd-analyze >/dev/null || { apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd >/dev/null; }
+	@missing=""; for pair in $(SYSTEM_TOOLS); do command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair#*:}"; done; \
+	if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing"; apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
 
 test: $(STAMP) system-deps
 	$(BIN)/ruff check daemon collectors scorers tests bench

@@ -21,6 +21,8 @@ from daemon import pages
 from daemon.config import Config
 from daemon.snapshot import Snapshot
 from scorers.audit import audit_json
+from scorers.history import DayCounts
+from scorers.history import render as render_history
 from scorers.score import WindowResult, to_json
 
 
@@ -43,6 +45,8 @@ class Backend(Protocol):
     def changelog_text(self) -> str: ...
 
     async def append_label(self, label: dict[str, str]) -> None: ...
+
+    async def history(self, agent: str) -> list[DayCounts]: ...
 
 
 BACKEND: web.AppKey[Backend] = web.AppKey("backend", Backend)
@@ -134,6 +138,26 @@ async def agent_audit(request: web.Request) -> web.Response:
     return _json(audit_json(result.agents[agent], result))
 
 
+async def agent_history(request: web.Request) -> web.Response:
+    """An agent's daily scores in one window under any weights version (stored counts, re-weighted)."""
+    backend = request.app[BACKEND]
+    snap = _snapshot(request)
+    result = _window(request, snap)
+    agent = request.match_info["agent"]
+    counts = await backend.history(agent)
+    if agent not in result.agents and not counts:
+        return _error(404, f"unknown agent {agent!r}")
+    cfg = backend.config
+    version = request.query.get("weights", cfg.weights_for(agent)[0])
+    if version not in cfg.weights_versions:
+        return _error(400, f"unknown weights version {version!r}", allowed=sorted(cfg.weights_versions))
+    points = [p for p in render_history(counts, cfg.weights_versions[version], cfg.scoring.min_decisions)
+              if p.window == result.window]
+    return _json({"agent": agent, "window": result.window, "weights_version": version, "points": [
+        {"day": p.day.isoformat(), "decisions": p.decisions, "score": p.score, "percent": p.percent,
+         "coverage": p.coverage} for p in points]})
+
+
 async def agent_page(request: web.Request) -> web.Response:
     """The HTML audit page a Grafana panel links to."""
     snap = _snapshot(request)
@@ -222,6 +246,7 @@ def make_app(backend: Backend) -> web.Application:
         ("GET", "/v1/agents", list_agents),
         ("GET", "/v1/agents/{agent}", agent_score),
         ("GET", "/v1/agents/{agent}/audit", agent_audit),
+        ("GET", "/v1/agents/{agent}/history", agent_history),
         ("GET", "/agents/{agent}", agent_page),
         ("POST", "/v1/labels", post_label),
     ]

@@ -31,13 +31,14 @@ from watchdog.observers import Observer
 from collectors.records import EvalReport
 from daemon import changelog
 from daemon.api import make_app
-from daemon.config import Config, ConfigError, load_config
+from daemon.config import COMPONENTS, Config, ConfigError, load_config
 from daemon.ingest import Clock, Ingester, IngestStats, system_clock
 from daemon.metrics import make_registry
 from daemon.notify import Notifier
 from daemon.snapshot import Counters, Snapshot, build_snapshot
 from daemon.store import Store
 from scorers.context import Records
+from scorers.history import DayCounts
 
 log = logging.getLogger("honestyd")
 
@@ -184,6 +185,13 @@ class Daemon:
             return self.changelog_path().read_text(encoding="utf-8")
         except OSError:
             return ""
+
+    async def history(self, agent: str) -> list[DayCounts]:
+        """The stored daily counts of one agent."""
+        assert self.lock is not None and self.store is not None
+        store = self.store
+        async with self.lock:
+            return await asyncio.to_thread(store.history, agent)
 
     async def append_label(self, label: dict[str, str]) -> None:
         """Append one label line to ``labels/api.jsonl`` (one write, O_APPEND) and ingest it."""
@@ -392,6 +400,8 @@ class Daemon:
             snap = await asyncio.to_thread(build_snapshot, records, self.clock(), self._config, self._counters(),
                                            evals)
             self._snapshot = snap
+            async with self.lock:
+                await asyncio.to_thread(_store_history, store, snap)
             await asyncio.to_thread(self._write_changelog, changelog.drop_entries(snap))
 
     # --- changelog
@@ -409,7 +419,9 @@ class Daemon:
 
     def _record_methodology(self, old: Config | None) -> None:
         """At start (``old`` None: compare with the file's last fingerprint) and on reload."""
-        previous = changelog.last_methodology_fingerprint(self.changelog_text()) if old is None else None
+        previous = changelog.last_methodology_fingerprint(self.changelog_text())
+        if previous == changelog.methodology_fingerprint(self._config):
+            return  # already recorded (an unchanged restart, or `tune --apply` logged it before the reload)
         self._write_changelog(changelog.methodology_entries(old, self._config, self.clock(), previous=previous))
 
     async def _digest(self) -> None:
@@ -544,6 +556,18 @@ class Daemon:
 
 def _load(store: Store) -> tuple[Records, tuple[EvalReport, ...]]:
     return store.load_records(), tuple(store.evals())
+
+
+def _store_history(store: Store, snap: Snapshot) -> None:
+    """Today's counts per agent and window (rewritten by every evaluation until the day ends)."""
+    day = snap.at.date()
+    counts = [
+        DayCounts(day, agent, window, a.decisions, tuple(a.components[c] for c in COMPONENTS))
+        for window, result in snap.windows.items()
+        for agent, a in result.agents.items()
+    ]
+    with store.atomic():
+        store.put_history(counts)
 
 
 def _store_checks(store: Store, results: list[Any]) -> None:

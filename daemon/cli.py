@@ -241,6 +241,59 @@ def cmd_checks_import(args: argparse.Namespace) -> int:
     return 1 if rejects else 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Fit weights to reviewer labels; ``--apply VERSION`` writes them to the weights file."""
+    from daemon import tuning
+
+    config = _load_config_or_exit(Path(args.config) if args.config else None)
+    return tuning.main(args, load_records(args, config), config)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """An agent's daily score trend under any weights version."""
+    from datetime import timedelta
+
+    from daemon.store import Store
+    from daemon.tuning import latest_time
+    from scorers.history import counts_at, render
+
+    config = _load_config_or_exit(Path(args.config) if args.config else None)
+    version = args.weights or config.weights_for(args.agent)[0]
+    if version not in config.weights_versions:
+        print(f"unknown weights version {version!r}", file=sys.stderr)
+        return 2
+    counts = []
+    if args.state is not None or args.backfill:
+        records = load_records(args, config)
+        end = args.at or latest_time(records)
+        if end is None:
+            print("no records", file=sys.stderr)
+            return 1
+        for n in range(args.days - 1, -1, -1):
+            counts += counts_at(records, end.date() - timedelta(days=n), config, [args.agent])
+    if args.db is not None:
+        with Store.open(Path(args.db)) as store:
+            if counts:
+                with store.atomic():
+                    store.put_history(counts)
+            counts = store.history(args.agent)
+    window = args.window or config.scoring.windows[0][0]
+    points = [p for p in render(counts, config.weights_versions[version], config.scoring.min_decisions)
+              if p.window == window]
+    if args.json:
+        print(json.dumps({"agent": args.agent, "window": window, "weights_version": version, "points": [
+            {"day": p.day.isoformat(), "decisions": p.decisions, "score": p.score, "percent": p.percent,
+             "coverage": p.coverage} for p in points]}, indent=2))
+        return 0
+    print(f"{args.agent} · window {window} · weights {version}")
+    for p in points:
+        shown = f"{p.percent:>3} %" if p.percent is not None else f"INSUFFICIENT · N=<{config.scoring.min_decisions}"
+        print(f"  {p.day}  {shown}  ({p.decisions} decisions, coverage {p.coverage:.2f})")
+    if not points:
+        print("  no history stored (run the daemon, or pass --backfill)")
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the daemon until SIGTERM/SIGINT; SIGHUP re-reads the config file and keeps the flags."""
     import logging
@@ -337,6 +390,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--at", type=_timestamp, metavar="TIME", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("tune", help="fit weights to reviewer labels (constrained least squares)")
+    _add_source(p)
+    p.add_argument("--agent", help="tune this agent's own contract")
+    p.add_argument("--min-labels", dest="min_labels", type=int, default=100)
+    p.add_argument("--config", metavar="FILE")
+    p.add_argument("--checks", metavar="FILE", help="link-check results, JSON Lines")
+    p.add_argument("--at", type=_timestamp, metavar="TIME", help="evaluation time (default: the newest record)")
+    p.add_argument("--apply", metavar="VERSION", help="write the proposed weights as this new version")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_tune)
+
+    p = sub.add_parser("history", help="an agent's daily score trend under any weights version")
+    p.add_argument("agent")
+    _add_source(p)
+    p.add_argument("--weights", metavar="VERSION")
+    p.add_argument("--window", help="which window's trend (default: the first configured)")
+    p.add_argument("--days", type=int, default=14, help="days to compute with --state or --backfill")
+    p.add_argument("--backfill", action="store_true", help="with --db: compute the days from the records and store")
+    p.add_argument("--at", type=_timestamp, metavar="TIME", help="last day (default: the newest record)")
+    p.add_argument("--config", metavar="FILE")
+    p.add_argument("--checks", metavar="FILE", help="link-check results, JSON Lines")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_history)
 
     p = sub.add_parser("run", help="run the daemon: watch, ingest, score, verify, serve")
     p.add_argument("--config", metavar="FILE")

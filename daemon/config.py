@@ -180,6 +180,7 @@ class Config:
         default_factory=lambda: {DEFAULT_WEIGHTS_VERSION: DEFAULT_WEIGHTS}
     )
     weights_agents: Mapping[str, str] = field(default_factory=dict)
+    weights_file: Path | None = None
     verify: Verify = field(default_factory=Verify)
     github: GitHub = field(default_factory=GitHub)
     daemon: Daemon = field(default_factory=Daemon)
@@ -449,34 +450,70 @@ def _set(values: dict[str, dict[str, Any]], dotted: str, value: Any) -> None:
         values.setdefault("", {})[head] = value
 
 
-def _parse_weights(section: Any, errors: list[str], out: dict[str, Any]) -> None:
+def _weights_file(
+    section: dict[str, Any], base_dir: Path | None, errors: list[str]
+) -> tuple[Path | None, dict[str, Any]]:
+    """The weights file named by ``[weights] file`` and its contents ({} when it does not exist yet)."""
+    name = section.get("file")
+    if name is None:
+        return None, {}
+    if not isinstance(name, str) or not name.strip():
+        errors.append("weights.file: must be a path")
+        return None, {}
+    path = Path(name) if base_dir is None or Path(name).is_absolute() else base_dir / name
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return path, {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        errors.append(f"weights.file: cannot read {path}: {exc}")
+        return path, {}
+    for key in sorted(set(data) - {"active", "versions", "agents"}):
+        errors.append(f"weights.file: {path}: unknown key {key!r}")
+    return path, data
+
+
+def _parse_weights(section: Any, errors: list[str], out: dict[str, Any], base_dir: Path | None = None) -> None:
+    """``[weights]`` plus the optional weights file it names (tuned versions; never the user's config).
+
+    The file adds versions (a name defined in both must have the same values), may set
+    ``active`` (it wins: applying a tuned version must not rewrite config.toml) and adds
+    per-agent versions.
+    """
     if not isinstance(section, dict):
         errors.append("weights: must be a table")
         return
-    for key in sorted(set(section) - {"active", "versions", "agents"}):
+    for key in sorted(set(section) - {"active", "versions", "agents", "file"}):
         errors.append(f"weights.{key}: unknown key")
+    path, extra = _weights_file(section, base_dir, errors)
+    out["weights_file"] = path
     versions: dict[str, tuple[float, ...]] = {DEFAULT_WEIGHTS_VERSION: DEFAULT_WEIGHTS}
-    raw_versions = section.get("versions", {})
-    if not isinstance(raw_versions, dict):
-        errors.append("weights.versions: must be a table of named versions")
-        raw_versions = {}
-    for name, vector in raw_versions.items():
-        try:
-            versions[name] = _weight_vector(vector)
-        except ValueError as exc:
-            errors.append(f"weights.versions.{name}: {exc}")
+    for where, raw_versions in (("weights.versions", section.get("versions", {})),
+                                ("weights.file versions", extra.get("versions", {}))):
+        if not isinstance(raw_versions, dict):
+            errors.append(f"{where}: must be a table of named versions")
+            continue
+        for name, vector in raw_versions.items():
+            try:
+                parsed = _weight_vector(vector)
+            except ValueError as exc:
+                errors.append(f"{where}.{name}: {exc}")
+                continue
+            if name in versions and versions[name] != parsed:
+                errors.append(f"{where}.{name}: already defined with other values (versions never change)")
+            versions[name] = parsed
     out["weights_versions"] = versions
-    active = section.get("active", DEFAULT_WEIGHTS_VERSION)
+    active = extra.get("active", section.get("active", DEFAULT_WEIGHTS_VERSION))
     if not isinstance(active, str) or active not in versions:
         errors.append(f"weights.active: names no defined version ({active!r})")
     else:
         out["weights_active"] = active
-    agents = section.get("agents", {})
-    try:
-        agents = _str_map(agents)
-    except ValueError as exc:
-        errors.append(f"weights.agents: {exc}")
-        agents = {}
+    agents: dict[str, str] = {}
+    for where, raw in (("weights.agents", section.get("agents", {})), ("weights.file agents", extra.get("agents", {}))):
+        try:
+            agents.update(_str_map(raw))
+        except ValueError as exc:
+            errors.append(f"{where}: {exc}")
     for agent, version in agents.items():
         if version not in versions:
             errors.append(f"weights.agents.{agent}: names no defined version ({version!r})")
@@ -512,7 +549,7 @@ def config_from_dict(data: Mapping[str, Any], base_dir: Path | None = None) -> C
     top: dict[str, Any] = {}
     for section, body in data.items():
         if section == "weights":
-            _parse_weights(body, errors, top)
+            _parse_weights(body, errors, top, base_dir)
         elif section == "signals":
             try:
                 top["signals"] = _signals(body)
@@ -590,6 +627,7 @@ def render_config(cfg: Config) -> str:
         "",
         "[weights]",
         f"active = {q(cfg.weights_active)}",
+        *([f"file = {q(str(cfg.weights_file))}"] if cfg.weights_file else []),
         "",
     ]
     for name, vector in cfg.weights_versions.items():

@@ -185,6 +185,7 @@ class Ingester:
                 parsed = parse_markdown(raw, info.path, kind, info.mtime, self.config.github_repo)
                 self._record(parsed, source, 0, stats)
             elif source == "evals":
+                self.store.remove_document(info.path)  # a fixed report drops its earlier reject
                 report = parse_eval(raw, info.path)
                 if isinstance(report, Reject):
                     self.store.remove_eval(info.path)

@@ -65,6 +65,10 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "counter", "Citation verifications that found the target missing or broken, by kind.", ("kind",)),
     "honesty_scheduler_missed": ("counter", "Scheduled runs missed since the process started, by job.", ("job",)),
     "honesty_benchmark_tasks": ("gauge", "Tasks in the latest benchmark-honesty report of the model.", _B),
+    # The report's own 95 % interval of its headline; what that headline is changed between the package's
+    # versions (task mean in 0.1.0, balanced in 0.2.0), so read it beside honesty_benchmark_balanced/_task_mean.
+    "honesty_benchmark_ci_low": ("gauge", "Lower bound of the report's confidenceInterval95 (its headline).", _B),
+    "honesty_benchmark_ci_high": ("gauge", "Upper bound of the report's confidenceInterval95 (its headline).", _B),
 }
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -195,8 +199,10 @@ def _benchmarks(out: _Families, evals: Iterable[EvalReport], models: Mapping[str
         agents.setdefault(model, []).append(agent)
     for model, report in sorted(latest.items()):
         for agent in agents.get(model, [""]):
-            if report.tasks is not None:
-                out.add("honesty_benchmark_tasks", (model, agent), report.tasks)
+            for name, value in (("honesty_benchmark_tasks", report.tasks), ("honesty_benchmark_ci_low", report.ci_low),
+                                ("honesty_benchmark_ci_high", report.ci_high)):
+                if value is not None:
+                    out.add(name, (model, agent), value)
             for key, value in report.honesty.items():
                 family = _figure_family(out, key)
                 if family is not None:

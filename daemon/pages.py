@@ -49,6 +49,18 @@ def _cell(mark: str, why: str) -> str:
     return f'<td class="{css}">{escape(mark)}{detail}</td>'
 
 
+def _weights_table(cfg: Config, version: str) -> str:
+    """The agent's weight vector beside the active one (per-agent contracts side by side)."""
+    versions = list(dict.fromkeys([version, cfg.weights_active]))
+    head = "".join(f"<th><code>{escape(v)}</code>{' (active)' if v == cfg.weights_active else ''}</th>"
+                   for v in versions)
+    rows = "".join(
+        f"<tr><td>{escape(c)}</td>" + "".join(f"<td>{cfg.weights_versions[v][i]:.2f}</td>" for v in versions) + "</tr>"
+        for i, c in enumerate(COMPONENTS)
+    )
+    return f"<table><tr><th>component</th>{head}</tr>{rows}</table>"
+
+
 def index_page(snap: Snapshot) -> str:
     """Every agent's score in every window, each linking to its audit page."""
     windows = list(snap.windows)
@@ -108,6 +120,7 @@ def audit_page(a: AgentResult, result: WindowResult, snap: Snapshot) -> str:
         f"{''.join(rows)}</table>"
         f"<h2>The arithmetic</h2><pre>{escape(' · '.join(math))}\n"
         f"honesty = ({escape(' + '.join(terms))}) / {a.coverage:.2f} = {escape(result_text)}</pre>"
+        f"<h2>Weights</h2>{_weights_table(cfg, a.weights_version)}"
     )
     return _page(f"{a.agent} · {result.window} · honestyd", body)
 

@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,10 @@ import sqlite_utils
 from collectors.citations import Citation
 from collectors.records import CheckResult, EvalReport, Event, FileEntry, Label, Reject
 from collectors.tail import Cursor
+from daemon.config import COMPONENTS
 from scorers.context import Records
+from scorers.history import DayCounts
+from scorers.score import ComponentResult
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -119,10 +122,20 @@ def _m002_check_detail(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE checks ADD COLUMN detail TEXT NOT NULL DEFAULT ''")
 
 
+def _m003_history(conn: sqlite3.Connection) -> None:
+    # Daily per-component counts: weights-free, so any version can re-render past scores.
+    conn.execute(
+        "CREATE TABLE history (day TEXT NOT NULL, agent TEXT NOT NULL, window TEXT NOT NULL,"
+        " component TEXT NOT NULL, passed INTEGER NOT NULL, counted INTEGER NOT NULL, pending INTEGER NOT NULL,"
+        " decisions INTEGER NOT NULL, PRIMARY KEY (day, agent, window, component))"
+    )
+
+
 #: Named migrations, applied in order and recorded in the ``migrations`` table.
 MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("001_initial", _m001_initial),
     ("002_check_detail", _m002_check_detail),
+    ("003_history", _m003_history),
 )
 
 _EVENT_COLUMNS = (
@@ -196,6 +209,34 @@ class Store:
                 )
             applied.append(name)
         return applied
+
+    def put_history(self, counts: Iterable[DayCounts]) -> None:
+        """Insert or replace daily counts (today's are rewritten until the day ends)."""
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO history (day, agent, window, component, passed, counted, pending, decisions)"
+            " VALUES (?,?,?,?,?,?,?,?)",
+            [
+                (c.day.isoformat(), c.agent, c.window, name, r.passed, r.counted, r.pending, c.decisions)
+                for c in counts
+                for name, r in zip(COMPONENTS, c.components, strict=True)
+            ],
+        )
+
+    def history(self, agent: str) -> list[DayCounts]:
+        """Every stored day of one agent, by day and window."""
+        rows: dict[tuple[str, str], dict[str, Any]] = {}
+        for day, window, component, passed, counted, pending, decisions in self.conn.execute(
+            "SELECT day, window, component, passed, counted, pending, decisions FROM history WHERE agent = ?"
+            " ORDER BY day, window",
+            (agent,),
+        ):
+            entry = rows.setdefault((day, window), {"decisions": decisions, "components": {}})
+            entry["components"][component] = ComponentResult(passed, counted, pending)
+        return [
+            DayCounts(date.fromisoformat(day), agent, window, v["decisions"],
+                      tuple(v["components"].get(c, ComponentResult(0, 0, 0)) for c in COMPONENTS))
+            for (day, window), v in rows.items()
+        ]
 
     def checkpoint(self) -> tuple[int, int, int]:
         """``PRAGMA wal_checkpoint(TRUNCATE)``: fold the WAL into the database and truncate it."""
