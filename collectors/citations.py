@@ -132,17 +132,22 @@ def extract(text: str, entries: Iterable[str], repo: str) -> tuple[Citation, ...
     found: list[Citation] = []
     for entry in entries:
         found.extend(classify(entry, repo))
-    for m in _TAG.finditer(text):
-        found.extend(classify(m.group(1), repo))
-    for m in _LINK.finditer(text):
-        if _link_target_ok(m.group(2)):
-            found.extend(classify(m.group(2), repo))
-    # Bare URLs are looked for only outside tags and links, so a link's target is not counted twice.
-    for m in _BARE_URL.finditer(_LINK.sub("", _TAG.sub("", text))):
-        url = m.group(0).rstrip(_URL_TRAILING)
-        if url:
-            found.extend(_url_citations(url))
-    # Run and issue forms count anywhere, link labels and tag targets included.
-    for m in _TEXT_FORMS.finditer(text):
-        found.append(_form_citation(m, repo))
-    return tuple(dict.fromkeys(found))
+    # Each form needs its marker ("[", "://", "#"): prose without them skips that regex (ingest's hot path).
+    bracket = "[" in text
+    if bracket:
+        for m in _TAG.finditer(text):
+            found.extend(classify(m.group(1), repo))
+        for m in _LINK.finditer(text):
+            if _link_target_ok(m.group(2)):
+                found.extend(classify(m.group(2), repo))
+    if "://" in text:
+        # Bare URLs are looked for only outside tags and links, so a link's target is not counted twice.
+        for m in _BARE_URL.finditer(_LINK.sub("", _TAG.sub("", text)) if bracket else text):
+            url = m.group(0).rstrip(_URL_TRAILING)
+            if url:
+                found.extend(_url_citations(url))
+    if "#" in text:
+        # Run and issue forms count anywhere, link labels and tag targets included.
+        for m in _TEXT_FORMS.finditer(text):
+            found.append(_form_citation(m, repo))
+    return tuple(dict.fromkeys(found)) if len(found) > 1 else tuple(found)

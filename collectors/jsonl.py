@@ -73,33 +73,34 @@ def parse_event(raw: bytes, path: str, line: int, repo: str, generation: int = 0
     obj = load_object(raw, path, line)
     if isinstance(obj, Reject):
         return obj
-    missing = _missing(obj, ("ts", "agent", "kind"))
-    if missing:
-        return Reject(path, line, f"missing_{missing}", snippet(raw))
+    ts_raw, agent, kind = obj.get("ts"), obj.get("agent"), obj.get("kind")
+    for name, value in (("ts", ts_raw), ("agent", agent), ("kind", kind)):
+        if not isinstance(value, str) or not value:
+            return Reject(path, line, f"missing_{name}", snippet(raw))
     try:
-        ts = parse_ts(obj["ts"])
+        ts = parse_ts(ts_raw)
     except TimestampError:
         return Reject(path, line, "bad_ts", snippet(raw))
-    event_id = _nonempty_str(obj.get("id")) or hashlib.sha256(raw).hexdigest()[:16]
+    event_id = obj.get("id")
+    if not isinstance(event_id, str) or not event_id:
+        event_id = hashlib.sha256(raw).hexdigest()[:16]
     text = obj.get("text")
     text = text if isinstance(text, str) else ""
     thread = obj.get("thread")
+    prompt = obj.get("prompt")
+    get = obj.get
+    # Positional, in field order: this runs once per line of every log.
     return Event(
-        id=event_id,
-        ts=ts,
-        agent=obj["agent"],
-        kind=obj["kind"],
-        path=path,
-        line=line,
-        generation=generation,
-        thread=thread if isinstance(thread, str) else None,
-        text=text,
-        citations=cit.extract(text, _str_list(obj.get("citations")), repo),
-        prompt=obj["prompt"] if isinstance(obj.get("prompt"), str) else None,
-        reason=_nonempty_str(obj.get("reason")),
-        alternatives=_str_list(obj.get("alternatives")),
-        subject=_str_list(obj.get("subject")),
-        corrects=_nonempty_str(obj.get("corrects")),
+        event_id, ts, str(agent), str(kind), path, line,
+        thread if isinstance(thread, str) else None,
+        text,
+        cit.extract(text, _str_list(get("citations")), repo),
+        prompt if isinstance(prompt, str) else None,
+        _nonempty_str(get("reason")),
+        _str_list(get("alternatives")),
+        _str_list(get("subject")),
+        _nonempty_str(get("corrects")),
+        generation,
     )
 
 

@@ -27,8 +27,6 @@ def parse_ts(value: object) -> datetime:
     m = _RFC3339.fullmatch(value)
     if m is None:
         raise TimestampError(f"not an RFC 3339 timestamp with an offset: {value[:64]!r}")
-    year, month, day, hour, minute, second = (int(m.group(i)) for i in range(1, 7))
-    micro = int((m.group(7) or "0")[:6].ljust(6, "0"))
     if m.group(8):
         tz = UTC
     else:
@@ -37,9 +35,16 @@ def parse_ts(value: object) -> datetime:
             raise TimestampError(f"offset out of range: {value[:64]!r}")
         sign = 1 if m.group(9) == "+" else -1
         tz = timezone(sign * timedelta(hours=oh, minutes=om))
+    # The regex has validated the shape; C's fromisoformat does the arithmetic (ingest's hot path).
+    fraction = m.group(7)
+    text = f"{value[:10]}T{value[11:19]}" + (f".{fraction[:6].ljust(6, '0')}" if fraction else "")
     try:
-        return datetime(year, month, day, hour, minute, second, micro, tzinfo=tz).astimezone(UTC)
-    except (ValueError, OverflowError) as exc:
+        naive = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise TimestampError(f"invalid date or time: {value[:64]!r}") from exc
+    try:
+        return naive.replace(tzinfo=UTC) if tz is UTC else naive.replace(tzinfo=tz).astimezone(UTC)
+    except OverflowError as exc:
         raise TimestampError(f"invalid date or time: {value[:64]!r}") from exc
 
 

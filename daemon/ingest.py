@@ -287,8 +287,16 @@ class Ingester:
         stats: IngestStats,
     ) -> Cursor:
         moved = advance(cursor, fd, end, line)
+        events = [p for p in batch if isinstance(p, Event)]
+        labels = [p for p in batch if isinstance(p, Label)]
+        # Rows, rejects and the cursor in one transaction: a crash keeps all of this batch or none of it.
         with self.store.atomic():
+            if events:
+                stats.records[source] += self.store.add_events(events)
+            if labels:
+                stats.records[source] += self.store.add_labels(labels)
             for parsed in batch:
-                self._record(parsed, source, cursor.generation, stats)
+                if isinstance(parsed, Reject):
+                    self._reject(parsed, source, cursor.generation, stats)
             self.store.put_cursor(moved)
         return moved

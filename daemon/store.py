@@ -131,16 +131,45 @@ def _m003_history(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m004_citations_by_line(conn: sqlite3.Connection) -> None:
+    # Citations keyed like their event, (path, generation, line): a batch of events and of citations
+    # can then be inserted with two executemany calls, with no per-event rowid round trip.
+    _run_script(
+        conn,
+        """
+        CREATE TABLE citations_by_line (
+            path TEXT NOT NULL, generation INTEGER NOT NULL, line INTEGER NOT NULL, seq INTEGER NOT NULL,
+            type TEXT NOT NULL, target TEXT NOT NULL, PRIMARY KEY (path, generation, line, seq)
+        ) WITHOUT ROWID;
+        INSERT INTO citations_by_line
+            SELECT e.path, e.generation, e.line, c.seq, c.type, c.target
+            FROM citations c JOIN events e ON e.rowid = c.event;
+        DROP TABLE citations;
+        ALTER TABLE citations_by_line RENAME TO citations;
+        CREATE INDEX citations_target ON citations (type, target)
+        """,
+    )
+
+
 #: Named migrations, applied in order and recorded in the ``migrations`` table.
 MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("001_initial", _m001_initial),
     ("002_check_detail", _m002_check_detail),
     ("003_history", _m003_history),
+    ("004_citations_by_line", _m004_citations_by_line),
 )
 
 _EVENT_COLUMNS = (
     "path, generation, line, id, ts_us, agent, kind, thread, text, prompt, reason, alternatives, subject, corrects"
 )
+
+
+def _json_list(items: tuple[str, ...]) -> str:
+    return json.dumps(items) if items else "[]"
+
+
+def _from_json_list(text: str) -> tuple[str, ...]:
+    return tuple(json.loads(text)) if text != "[]" else ()
 
 
 class Store:
@@ -249,25 +278,26 @@ class Store:
 
     # --- writes (call inside atomic())
 
-    def add_events(self, events: Iterable[Event]) -> int:
-        """Insert events (heartbeat lines, or Markdown decisions with line 0); replays are ignored."""
-        added = 0
-        for e in events:
-            cur = self.conn.execute(
-                f"INSERT OR IGNORE INTO events ({_EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    def add_events(self, events: Sequence[Event]) -> int:
+        """Insert events (heartbeat lines, or Markdown decisions with line 0); replays are ignored.
+
+        Returns how many were new. A replayed event's citations are ignored by the same key.
+        """
+        cur = self.conn.executemany(
+            f"INSERT OR IGNORE INTO events ({_EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [
                 (
                     e.path, e.generation, e.line or 0, e.id, to_us(e.ts), e.agent, e.kind, e.thread, e.text,
-                    e.prompt, e.reason, json.dumps(e.alternatives), json.dumps(e.subject), e.corrects,
-                ),
-            )
-            if cur.rowcount:
-                added += 1
-                rowid = cur.lastrowid
-                self.conn.executemany(
-                    "INSERT INTO citations (event, seq, type, target) VALUES (?,?,?,?)",
-                    [(rowid, i, c.type, c.target) for i, c in enumerate(e.citations)],
+                    e.prompt, e.reason, _json_list(e.alternatives), _json_list(e.subject), e.corrects,
                 )
-        return added
+                for e in events
+            ],
+        )
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO citations (path, generation, line, seq, type, target) VALUES (?,?,?,?,?,?)",
+            [(e.path, e.generation, e.line or 0, i, c.type, c.target) for e in events for i, c in enumerate(e.citations)],
+        )
+        return max(cur.rowcount, 0)
 
     def add_labels(self, labels: Iterable[Label]) -> int:
         """Insert labels; replays are ignored."""
@@ -290,6 +320,7 @@ class Store:
     def remove_document(self, path: str) -> None:
         """Forget the decision and reject of a Markdown file (deleted, or about to be re-parsed)."""
         self.conn.execute("DELETE FROM events WHERE path = ? AND line = 0", (path,))
+        self.conn.execute("DELETE FROM citations WHERE path = ? AND line = 0", (path,))
         self.conn.execute("DELETE FROM rejects WHERE path = ? AND line = 0", (path,))
 
     def put_cursor(self, c: Cursor) -> None:
@@ -396,9 +427,11 @@ class Store:
 
     def events(self, *, decisions_only: Sequence[str] | None = None) -> list[Event]:
         """Every stored event and Markdown decision (``decisions_only``: those kinds or Markdown)."""
-        cites: dict[int, list[Citation]] = {}
-        for event, ctype, target in self.conn.execute("SELECT event, type, target FROM citations ORDER BY event, seq"):
-            cites.setdefault(event, []).append(Citation(ctype, target))
+        cites: dict[tuple[str, int, int], list[Citation]] = {}
+        for path, generation, line, ctype, target in self.conn.execute(
+            "SELECT path, generation, line, type, target FROM citations ORDER BY path, generation, line, seq"
+        ):
+            cites.setdefault((path, generation, line), []).append(Citation(ctype, target))
         sql = f"SELECT rowid, {_EVENT_COLUMNS} FROM events"
         params: list[Any] = []
         if decisions_only is not None:
@@ -409,9 +442,9 @@ class Store:
             out.append(
                 Event(
                     id=r[4], ts=from_us(r[5]), agent=r[6], kind=r[7], path=r[1], line=r[3] or None,
-                    generation=r[2], thread=r[8], text=r[9], citations=tuple(cites.get(r[0], ())),
-                    prompt=r[10], reason=r[11], alternatives=tuple(json.loads(r[12])),
-                    subject=tuple(json.loads(r[13])), corrects=r[14],
+                    generation=r[2], thread=r[8], text=r[9], citations=tuple(cites.get((r[1], r[2], r[3]), ())),
+                    prompt=r[10], reason=r[11], alternatives=_from_json_list(r[12]),
+                    subject=_from_json_list(r[13]), corrects=r[14],
                 )
             )
         return out

@@ -97,8 +97,7 @@ def export_decisions(db: Path) -> bytes:
 DIGEST_QUERIES = (
     (3, "SELECT path, generation, line, id, ts_us, agent, kind, thread, text, prompt, reason, alternatives, subject,"
         " corrects FROM events"),
-    (4, "SELECT e.path, e.generation, e.line, c.seq, c.type, c.target"
-        " FROM citations c JOIN events e ON e.rowid = c.event"),
+    (4, "SELECT path, generation, line, seq, type, target FROM citations"),
     (3, "SELECT path, generation, line, ts_us, decision, value, reviewer FROM labels"),
     (3, "SELECT path, generation, line, source, reason, snippet FROM rejects"),
     (1, "SELECT path, dev, ino, generation, offset, line, head_len, head_sha, marker_sha FROM cursors"),
