@@ -295,7 +295,11 @@ class Store:
         )
         self.conn.executemany(
             "INSERT OR IGNORE INTO citations (path, generation, line, seq, type, target) VALUES (?,?,?,?,?,?)",
-            [(e.path, e.generation, e.line or 0, i, c.type, c.target) for e in events for i, c in enumerate(e.citations)],
+            [
+                (e.path, e.generation, e.line or 0, i, c.type, c.target)
+                for e in events
+                for i, c in enumerate(e.citations)
+            ],
         )
         return max(cur.rowcount, 0)
 
