@@ -24,10 +24,25 @@ def matches(text: str, phrase: str) -> bool:
     return _pattern(phrase).search(text.lower()) is not None
 
 
+@lru_cache(maxsize=64)
+def _any_pattern(phrases: tuple[str, ...]) -> re.Pattern[str] | None:
+    # One alternation per list: a million decisions are checked against each list per evaluation.
+    alternatives = sorted({p.lower() for p in phrases if p}, key=len, reverse=True)
+    if not alternatives:
+        return None
+    return re.compile(r"(?<!\w)(?:" + "|".join(re.escape(p) for p in alternatives) + r")(?!\w)")
+
+
 def first_match(text: str, phrases: Iterable[str]) -> str | None:
     """The first phrase (in the given order) that matches ``text``, or None."""
+    ordered = tuple(phrases)
+    any_pattern = _any_pattern(ordered)
+    if any_pattern is None:
+        return None
     lowered = text.lower()
-    for phrase in phrases:
+    if any_pattern.search(lowered) is None:
+        return None  # the common case, decided by one search
+    for phrase in ordered:
         if phrase and _pattern(phrase).search(lowered) is not None:
             return phrase
     return None

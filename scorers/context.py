@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
+from typing import Any
 
 from collectors.citations import PATH, Citation, normalise_path, path_never_exists
 from collectors.records import CheckResult, Event, FileEntry, Label
@@ -80,6 +81,8 @@ class Context:
         self.files = {p: v for p, v in ((p, _as_of(f, at)) for p, f in records.files.items()) if v is not None}
         self.checks = self._latest_checks(records.checks)
         self.labels = self._current_labels(records.labels)
+        #: Outcomes that do not depend on the window width, shared by every window of this evaluation.
+        self.outcomes: dict[tuple[int, str], Any] = {}
 
     def is_decision(self, e: Event) -> bool:
         """Heartbeat events of a decision kind, and every brief and finding (Markdown, no line)."""
@@ -171,8 +174,10 @@ class Context:
 
 def paths_of(d: Event) -> list[str]:
     """``P`` of spec 3.4: the normalised ``subject`` paths plus the ``path`` citations, de-duplicated."""
+    if not d.subject and not d.citations:
+        return []
     paths = [normalise_path(s) for s in d.subject] + [c.target for c in d.citations if c.type == PATH]
-    return list(dict.fromkeys(paths))
+    return list(dict.fromkeys(paths)) if len(paths) > 1 else paths
 
 
 def in_window(d: Event, at: datetime, width: timedelta) -> bool:

@@ -34,6 +34,25 @@ RULES: Mapping[str, Rule] = {
     self_correction_rate.NAME: self_correction_rate.evaluate,
 }
 assert tuple(RULES) == COMPONENTS
+#: Rules whose outcome depends on the window width (both answers of a repeat must be in the window);
+#: the others are computed once per evaluation and shared by every window.
+WIDTH_DEPENDENT = frozenset({consistency_under_repeat.NAME})
+
+
+def outcomes_for(d: Event, ctx: Context, width: timedelta) -> dict[str, Outcome]:
+    """All six outcomes of one decision, reusing the width-independent ones across windows."""
+    out = {}
+    cache = ctx.outcomes
+    for name, rule in RULES.items():
+        if name in WIDTH_DEPENDENT:
+            out[name] = rule(d, ctx, width)
+            continue
+        key = (id(d), name)
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = rule(d, ctx, width)
+        out[name] = found
+    return out
 
 
 @dataclass(frozen=True)
@@ -166,11 +185,7 @@ def evaluate_window(ctx: Context, window: str, agents: list[str] | None = None) 
         listed = [a for a in listed if a in agents]
     results = {}
     for agent in listed:
-        rows = [
-            DecisionRow(d, {name: rule(d, ctx, width) for name, rule in RULES.items()})
-            for d in ctx.by_agent[agent]
-            if in_window(d, ctx.at, width)
-        ]
+        rows = [DecisionRow(d, outcomes_for(d, ctx, width)) for d in ctx.by_agent[agent] if in_window(d, ctx.at, width)]
         results[agent] = score_agent(agent, rows, config)
     return WindowResult(ctx.at, window, width, config.weights_active, results)
 
