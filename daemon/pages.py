@@ -14,6 +14,7 @@ from scorers.score import AgentResult, WindowResult
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2rem;color:#222}
 table{border-collapse:collapse;font-size:.9rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;vertical-align:top}
+td{max-width:24rem;overflow-wrap:anywhere}
 th{background:#f4f4f4}.ok{color:#16794c}.bad{color:#b42318}.na{color:#888}.pending{color:#b54708}
 .score{font-size:2rem;font-weight:600}.insufficient{color:#888}code{background:#f4f4f4;padding:0 .2rem}
 .why{color:#666;font-size:.8rem;display:block}pre{background:#f8f8f8;padding:1rem;white-space:pre-wrap}
