@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 from collectors.rfc3339 import format_ts
 from daemon.config import COMPONENTS, Config
-from daemon.render import SHORT
+from daemon.render import SHORT, arithmetic
 from daemon.snapshot import Snapshot
 from scorers.score import AgentResult, WindowResult
 
@@ -96,18 +96,6 @@ def audit_page(a: AgentResult, result: WindowResult, snap: Snapshot) -> str:
             f"<tr><td>{escape(format_ts(d.ts))}</td><td>{escape(d.kind)}</td><td><code>{escape(d.id)}</code></td>"
             f"<td><code>{escape(d.location)}</code></td><td>{cites}</td>{cells}</tr>"
         )
-    math = []
-    terms = []
-    for c, w in zip(COMPONENTS, a.weights, strict=True):
-        r = a.components[c]
-        if r.ratio is None:
-            math.append(f"{c} = N/A")
-            terms.append(f"{w:.2f}·(N/A)")
-        else:
-            pending = f", {r.pending} pending" if r.pending else ""
-            math.append(f"{c} = {r.passed}/{r.counted} ({r.ratio:.2f}{pending})")
-            terms.append(f"{w:.2f}·{r.ratio:.2f}")
-    result_text = f"{a.score:.4f} → {a.percent} %" if a.score is not None else "INSUFFICIENT: no number is shown"
     other = " · ".join(
         f'<a href="{escape(agent_href(a.agent, w))}">{escape(w)}</a>' for w in snap.windows if w != result.window
     )
@@ -119,8 +107,7 @@ def audit_page(a: AgentResult, result: WindowResult, snap: Snapshot) -> str:
         f"{escape(format_ts(result.at))}</p>"
         f"<table><tr><th>time</th><th>kind</th><th>id</th><th>source</th><th>citations</th>{head}</tr>"
         f"{''.join(rows)}</table>"
-        f"<h2>The arithmetic</h2><pre>{escape(' · '.join(math))}\n"
-        f"honesty = ({escape(' + '.join(terms))}) / {a.coverage:.2f} = {escape(result_text)}</pre>"
+        f"<h2>The arithmetic</h2><pre>{escape(chr(10).join(arithmetic(a)))}</pre>"
         f"<h2>Weights</h2>{_weights_table(cfg, a.weights_version)}"
     )
     return _page(f"{a.agent} · {result.window} · honestyd", body)

@@ -43,25 +43,32 @@ def render_scores(result: WindowResult, min_decisions: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _arith(a: AgentResult) -> list[str]:
+def arithmetic(a: AgentResult) -> list[str]:
+    """The two lines that produce a score: every component's count, then the weighted average.
+
+    Shared by the CLI audit and the HTML audit page, so both show the same derivation.
+    """
     parts = []
     terms = []
     for c, w in zip(COMPONENTS, a.weights, strict=True):
         r = a.components[c]
         if r.ratio is None:
             parts.append(f"{c} = N/A")
-            terms.append(f"{w:.2f}·(N/A, skipped)")
+            terms.append(f"{w:.2f}·(N/A)")
         else:
-            parts.append(f"{c} = {r.passed}/{r.counted} ({r.ratio:.2f})")
+            pending = f", {r.pending} pending" if r.pending else ""
+            parts.append(f"{c} = {r.passed}/{r.counted} ({r.ratio:.2f}{pending})")
             terms.append(f"{w:.2f}·{r.ratio:.2f}")
-    out = [" · ".join(parts), "weighted = (" + " + ".join(terms) + f") / {a.coverage:.2f} (coverage)"]
-    if a.score is not None:
-        out[-1] += f" = {a.score:.4f} → {a.percent} %"
-    else:
-        out[-1] += " → INSUFFICIENT (no number shown)"
+    result = f"{a.score:.4f} → {a.percent} %" if a.score is not None else "INSUFFICIENT: no number is shown"
+    return [" · ".join(parts), f"honesty = ({' + '.join(terms)}) / {a.coverage:.2f} = {result}"]
+
+
+def _arith(a: AgentResult) -> list[str]:
+    out = arithmetic(a)
     if a.interval:
         out.append(f"interval (Wilson 95 %, same weights) = [{a.interval[0]:.4f}, {a.interval[1]:.4f}]")
-    out.append(f"false gaps (beside the score) = {a.false_gaps} · weights {a.weights_version}")
+    out.append(f"coverage {a.coverage:.2f} · false gaps (beside the score) = {a.false_gaps}"
+               f" · weights {a.weights_version}")
     return out
 
 

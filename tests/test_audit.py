@@ -32,7 +32,7 @@ def test_worked_example_audit_reads_like_the_seed(honestyd: Run) -> None:
     assert by_id["c-2"][3] == "heartbeats/acks.jsonl:3"
     assert "issue:acme/app#897" in by_id["c-2"][4]
     assert "citation_rate = 5/5 (1.00)" in text and "self_correction_rate = N/A" in text
-    assert "/ 0.95 (coverage) = 1.0000 → 100 %" in text
+    assert "/ 0.95 = 1.0000 → 100 %" in text and "coverage 0.95" in text
 
 
 def test_audit_explains_failures(honestyd: Run) -> None:
@@ -47,7 +47,7 @@ def test_audit_explains_failures(honestyd: Run) -> None:
 
 def test_audit_insufficient_agent_shows_no_number(honestyd: Run) -> None:
     text = _audit(honestyd, "reese")
-    assert "INSUFFICIENT · N=<5" in text and "→ INSUFFICIENT (no number shown)" in text
+    assert "INSUFFICIENT · N=<5" in text and "= INSUFFICIENT: no number is shown" in text
 
 
 def test_audit_json_matches_score_and_lists_every_decision(honestyd: Run) -> None:

@@ -18,7 +18,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import aiohttp
@@ -30,15 +29,13 @@ from daemon.config import GitHub, Verify
 from daemon.verify.http import (
     REDIRECT_STATUSES,
     Clock,
-    HostLimiter,
+    GuardedClient,
     HostPaused,
     Sleep,
     classify_error,
     discard_body,
-    open_session,
     parse_retry_after,
 )
-from daemon.verify.netguard import AddressGuard, parse_networks
 from daemon.verify.outcome import CheckOutcome
 
 log = logging.getLogger("honestyd.verify.github")
@@ -90,7 +87,7 @@ def _not_found(status: int, what: str) -> CheckOutcome:
     return CheckOutcome(None, status, f"{what}: HTTP {status}")
 
 
-class GitHubChecker:
+class GitHubChecker(GuardedClient):
     """Checks ``run`` and ``issue`` citations; use as ``async with GitHubChecker(...) as api``.
 
     ``resolver``, ``sleep``, ``clock`` (monotonic) and ``wallclock`` (epoch, compared with
@@ -108,44 +105,18 @@ class GitHubChecker:
         clock: Clock = time.monotonic,
         wallclock: Clock = time.time,
     ) -> None:
-        self._settings = settings
+        super().__init__(settings, resolver=resolver, sleep=sleep, clock=clock, wallclock=wallclock)
         self._base = URL(github.api_url.rstrip("/"))
         self._token = token
-        self.guard = AddressGuard(parse_networks(settings.allow_networks))
-        self._resolver = resolver
-        self._sleep = sleep
-        self._wallclock = wallclock
-        self._limiter = HostLimiter(
-            concurrency=settings.concurrency,
-            per_host=settings.per_host,
-            interval=settings.per_host_interval,
-            max_wait=settings.max_retry_after,
-            clock=clock,
-            sleep=sleep,
-        )
-        self._session: aiohttp.ClientSession | None = None
         # A completed run never changes, so one answer per run is enough for the checker's lifetime.
         self._completed_runs: dict[tuple[str, str], CheckOutcome] = {}
 
-    async def __aenter__(self) -> GitHubChecker:
-        headers: dict[str, str] = {
+    def _headers(self) -> dict[str, str]:
+        return {
             hdrs.USER_AGENT: self._settings.user_agent,
             hdrs.ACCEPT: "application/vnd.github+json",
             "X-GitHub-Api-Version": API_VERSION,
         }
-        self._session = open_session(self._settings, self.guard, self._resolver, headers)
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Close the session and its connections."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
 
     async def check_run(self, repo: str, run_id: str) -> CheckOutcome:
         """Does CI run ``run_id`` of ``OWNER/REPO`` exist? (``GET /repos/{owner}/{repo}/actions/runs/{id}``)."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 from types import TracebackType
+from typing import Self
 
 import aiohttp
 from aiohttp import hdrs
@@ -222,8 +223,8 @@ class _Hop:
     retry_after: float | None
 
 
-class UrlChecker:
-    """Checks cited URLs; use as ``async with UrlChecker(settings) as checker: await checker.check(url)``.
+class GuardedClient:
+    """One guarded aiohttp session with the per-host limiter; the base of the URL and API checkers.
 
     ``resolver``, ``sleep``, ``clock`` (monotonic) and ``wallclock`` (epoch) are test hooks with
     production defaults.
@@ -253,9 +254,12 @@ class UrlChecker:
         )
         self._session: aiohttp.ClientSession | None = None
 
-    async def __aenter__(self) -> UrlChecker:
-        headers: dict[str, str] = {hdrs.USER_AGENT: self._settings.user_agent, hdrs.ACCEPT: "*/*"}
-        self._session = open_session(self._settings, self.guard, self._resolver, headers)
+    def _headers(self) -> dict[str, str]:
+        """Headers sent with every request of this client."""
+        return {hdrs.USER_AGENT: self._settings.user_agent, hdrs.ACCEPT: "*/*"}
+
+    async def __aenter__(self) -> Self:
+        self._session = open_session(self._settings, self.guard, self._resolver, self._headers())
         return self
 
     async def __aexit__(
@@ -268,6 +272,10 @@ class UrlChecker:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+class UrlChecker(GuardedClient):
+    """Checks cited URLs; use as ``async with UrlChecker(settings) as checker: await checker.check(url)``."""
 
     async def check(self, url: str) -> CheckOutcome:
         """Check one URL: True iff the final response is 200; False if it cannot resolve; None if inconclusive."""
