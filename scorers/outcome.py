@@ -34,9 +34,13 @@ def failed(why: str) -> Outcome:
     return Outcome(FAIL, why, 0, 1)
 
 
+_NOT_APPLICABLE = Outcome(NA)
+
+
 def not_applicable(why: str = "") -> Outcome:
     """A — outcome: the decision does not count for this component."""
-    return Outcome(NA, why)
+    # Most outcomes are a bare —: share one instance instead of building millions.
+    return Outcome(NA, why) if why else _NOT_APPLICABLE
 
 
 def pending(why: str) -> Outcome:
