@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
@@ -48,6 +48,61 @@ _BARE_URL = re.compile(r"[hH][tT][tT][pP][sS]?://[^\s<>\"']+")
 _URL_TRAILING = ".,;:!?)]}"
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _ACTIONS_RUN = re.compile(r"/actions/runs/([0-9]{6,})(?![0-9])")
+
+# --- Linear-time scanning (reliability fix, tests/test_fuzz.py::test_citations_bounded_time).
+# _TEXT_FORMS.finditer and _TAG.finditer/.sub are linear on ordinary text but quadratic on adversarial text:
+# a failed owner/repo attempt re-scans the whole [A-Za-z0-9._-] run from every "-" inside it (100 KB of
+# "a-" then "#" took 35 s; a 1 MiB heartbeat line about an hour), and every "[source:" with no "]" after it
+# scans to the end of the text (100 KB: 10 s). The helpers below find exactly the same matches, in the same
+# order (checked against the plain finditer by a differential property test), trying O(1) starts per "#".
+_OWNER_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+_LEAD_START = re.compile(_LEAD + r"[A-Za-z0-9]")
+# Where a form's "#" stands from its start: "pull request #", "issue #", "run #", "pr #".
+_WORD_OFFSETS = (13, 6, 4, 3)
+
+
+def _repo_start(text: str, lo: int, h: int) -> int | None:
+    """The first start in ``[lo, h)`` from which the OWNER/REPO form could reach the ``#`` at ``h``.
+
+    Every start in one owner run shares the rest of the match (the run, "/", the repo, "#N"), so if the
+    first fails, all fail: only the first needs trying.
+    """
+    r = h
+    while r > lo and text[r - 1] in _OWNER_CHARS:
+        r -= 1
+    slash = r - 1
+    if r == h or slash < lo or text[slash] != "/":
+        return None
+    o = slash
+    while o > lo and text[o - 1] in _OWNER_CHARS:
+        o -= 1
+    m = _LEAD_START.search(text, o, slash)
+    return m.start() if m else None
+
+
+def _text_forms(text: str) -> Iterator[re.Match[str]]:
+    """``_TEXT_FORMS.finditer(text)``, in linear time.
+
+    Every form holds exactly one "#", and a match starting at ``s`` uses the first "#" at or after ``s``;
+    so for each "#" only the word forms' fixed offsets and the first owner/repo start can begin a match.
+    """
+    pos = 0
+    prev = -1
+    h = text.find("#")
+    while h >= 0:
+        lo = max(pos, prev + 1)
+        starts = {h - k for k in _WORD_OFFSETS if h - k >= lo}
+        repo = _repo_start(text, lo, h)
+        if repo is not None:
+            starts.add(repo)
+        for s in sorted(starts):
+            m = _TEXT_FORMS.match(text, s)
+            if m is not None:
+                yield m
+                pos = m.end()
+                break
+        prev = h
+        h = text.find("#", h + 1)
 
 
 def _form_citation(m: re.Match[str], repo: str) -> Citation:
@@ -134,20 +189,24 @@ def extract(text: str, entries: Iterable[str], repo: str) -> tuple[Citation, ...
         found.extend(classify(entry, repo))
     # Each form needs its marker ("[", "://", "#"): prose without them skips that regex (ingest's hot path).
     bracket = "[" in text
+    # A tag ends with "]": none can start after the last one, so the tag regex only sees the text up to it
+    # (same matches; without this, each "[source:" lacking a "]" after it scans to the end: quadratic).
+    close = text.rfind("]") + 1
     if bracket:
-        for m in _TAG.finditer(text):
+        for m in _TAG.finditer(text, 0, close):
             found.extend(classify(m.group(1), repo))
         for m in _LINK.finditer(text):
             if _link_target_ok(m.group(2)):
                 found.extend(classify(m.group(2), repo))
     if "://" in text:
         # Bare URLs are looked for only outside tags and links, so a link's target is not counted twice.
-        for m in _BARE_URL.finditer(_LINK.sub("", _TAG.sub("", text)) if bracket else text):
+        untagged = _TAG.sub("", text[:close]) + text[close:] if bracket else text
+        for m in _BARE_URL.finditer(_LINK.sub("", untagged) if bracket else text):
             url = m.group(0).rstrip(_URL_TRAILING)
             if url:
                 found.extend(_url_citations(url))
     if "#" in text:
-        # Run and issue forms count anywhere, link labels and tag targets included.
-        for m in _TEXT_FORMS.finditer(text):
+        # Run and issue forms count anywhere, link labels and tag targets included (linear: see _text_forms).
+        for m in _text_forms(text):
             found.append(_form_citation(m, repo))
     return tuple(dict.fromkeys(found)) if len(found) > 1 else tuple(found)

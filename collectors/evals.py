@@ -29,11 +29,18 @@ HONESTY_FIELDS = (
 def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        number = float(value)  # an int beyond float range raised OverflowError out of parse_eval (tests/test_fuzz.py)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _count(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        return None
+    # A count beyond float range would later break the metrics scrape (float(tasks)): refuse it here.
+    return value if _number(value) is not None else None
 
 
 def _object(obj: dict[str, Any], key: str) -> dict[str, Any] | str | None:
@@ -68,7 +75,8 @@ def parse_eval(raw: bytes, path: str) -> EvalReport | Reject:
     """Parse one report; a malformed one is a Reject whose reason names the field at fault."""
     try:
         obj = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        # ValueError also covers an integer literal over 4,300 digits, which is not a JSONDecodeError.
         return Reject(path, None, "not_json", snippet(raw))
     if not isinstance(obj, dict):
         return Reject(path, None, "not_object", snippet(raw))

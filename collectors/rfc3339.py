@@ -51,7 +51,9 @@ def parse_ts(value: object) -> datetime:
 def format_ts(ts: datetime) -> str:
     """Render a UTC datetime as RFC 3339 with ``Z`` (microseconds only when present)."""
     ts = ts.astimezone(UTC)
-    text = ts.strftime("%Y-%m-%dT%H:%M:%S")
+    # Not strftime("%Y"): glibc does not zero-pad years before 1000 ("1-05-31T…"), which parse_ts then refuses, so
+    # a label POSTed with such a ts was accepted and then rejected at ingest (tests/test_fuzz.py round trip).
+    text = f"{ts.year:04d}-{ts.month:02d}-{ts.day:02d}T{ts.hour:02d}:{ts.minute:02d}:{ts.second:02d}"
     if ts.microsecond:
         text += f".{ts.microsecond:06d}"
     return text + "Z"
@@ -68,7 +70,11 @@ def parse_duration(value: object) -> timedelta:
     m = _DURATION.fullmatch(value.strip())
     if m is None:
         raise ValueError(f"duration must look like 30s, 5m, 24h or 7d, not {value!r}")
-    return timedelta(seconds=int(m.group(1)) * _UNITS[m.group(2)])
+    try:
+        return timedelta(seconds=int(m.group(1)) * _UNITS[m.group(2)])
+    except (OverflowError, ValueError) as exc:
+        # "99999999999d" overflowed timedelta: OverflowError escaped config_from_dict as a crash (tests/test_fuzz.py).
+        raise ValueError(f"duration {value!r} is too long") from exc
 
 
 def format_duration(delta: timedelta) -> str:

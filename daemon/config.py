@@ -236,6 +236,14 @@ def _positive_int(value: Any) -> int:
     return value
 
 
+def _finite(value: int | float) -> bool:
+    """math.isfinite that also says no to an integer beyond float range (tomllib reads any size)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _nonneg_int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError("must be an integer ≥ 0")
@@ -243,13 +251,13 @@ def _nonneg_int(value: Any) -> int:
 
 
 def _fraction(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value) or not 0 <= value <= 1:
         raise ValueError("must be a number between 0 and 1")
     return float(value)
 
 
 def _positive_float(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (value > 0 and math.isfinite(value)):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (value > 0 and _finite(value)):
         raise ValueError("must be a positive number")
     return float(value)
 
@@ -288,7 +296,7 @@ def _weight_vector(value: Any) -> tuple[float, ...]:
     weights = []
     for c in COMPONENTS:
         w = value[c]
-        if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) or w < 0:
+        if isinstance(w, bool) or not isinstance(w, int | float) or not _finite(w) or w < 0:
             raise ValueError(f"{c} must be a number ≥ 0")
         weights.append(float(w))
     if abs(math.fsum(weights) - 1.0) > 1e-9:
@@ -312,7 +320,7 @@ def _signals(value: Any) -> tuple[Signal, ...]:
 
 
 def _nonneg_float(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (value >= 0 and math.isfinite(value)):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (value >= 0 and _finite(value)):
         raise ValueError("must be a number ≥ 0")
     return float(value)
 

@@ -22,15 +22,19 @@ th{background:#f4f4f4}.ok{color:#16794c}.bad{color:#b42318}.na{color:#888}.pendi
 
 
 def _page(title: str, body: str) -> str:
-    return (
+    page = (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>{body}</body></html>"
     )
+    # A lone surrogate (an agent's JSON "\ud800" escape) cannot be sent as UTF-8: the response would fail with a 500.
+    # backslashreplace keeps it visible and distinct, as the metrics do (tests/test_hostile.py).
+    return page.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def agent_href(agent: str, window: str) -> str:
     """The audit page of one agent and window (the link Grafana panels carry)."""
-    return f"/agents/{quote(agent, safe='')}?window={quote(window, safe='')}"
+    # surrogatepass, as changelog.audit_path: quote() raised on a lone surrogate (tests/test_hostile.py).
+    return f"/agents/{quote(agent, safe='', errors='surrogatepass')}?window={quote(window, safe='')}"
 
 
 def _score_text(a: AgentResult, min_decisions: int) -> str:
