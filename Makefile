@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO := demo-state
 
-.PHONY: demo test lint venv clean system-deps
+.PHONY: demo test lint venv clean system-deps bench
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -34,6 +34,10 @@ test: $(STAMP) system-deps
 	$(BIN)/ruff check daemon collectors scorers tests bench
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
+
+# Performance suite (not part of `make test`): figures and ratios against baselines, < 15 min.
+bench: $(STAMP)
+	$(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) $(DEMO)
