@@ -6,18 +6,23 @@ appends to ``labels/api.jsonl`` under the state root so that files stay the sour
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
+import logging
+import math
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CollectorRegistry
 
 from collectors.jsonl import LABEL_VALUES
 from collectors.rfc3339 import TimestampError, format_ts, parse_ts
-from daemon import pages
+from daemon import openapi, pages
 from daemon.config import Config
 from daemon.snapshot import Snapshot
 from scorers.audit import audit_json
@@ -50,6 +55,51 @@ class Backend(Protocol):
 
 
 BACKEND: web.AppKey[Backend] = web.AppKey("backend", Backend)
+
+#: Server limits: keyword arguments of ``web.AppRunner``, i.e. of its request handler. A request line or header
+#: field longer than 8 KiB is answered 400 before any handler runs. ``keepalive_timeout`` closes a connection idle
+#: that long; since aiohttp 3.14.4 it is armed when the connection opens, so a client that trickles its headers
+#: (slowloris) is cut off after it too, not held for aiohttp's default of an hour. ``lingering_time`` bounds how
+#: long the unread rest of a refused body is drained before closing (bodies are at most 16 KiB).
+HTTP_LIMITS: Mapping[str, Any] = {"max_line_size": 8190, "max_field_size": 8190, "keepalive_timeout": 10.0,
+                                  "lingering_time": 2.0}
+#: A request body (POST /v1/labels) must arrive within this many seconds (408 otherwise).
+BODY_TIMEOUT = 10.0
+
+
+class _MalformedRequests(logging.Filter):
+    """aiohttp logs every request its parser refuses (a 400) as an ERROR with a traceback and the offending bytes.
+
+    Anyone who can connect could fill the journal that way, and the bytes may hold an ``Authorization`` header.
+    Such records become one WARNING line per ``every`` seconds, naming only the error class and the count; errors
+    raised in a handler (500s) pass through unchanged.
+    """
+
+    def __init__(self, every: float = 60.0) -> None:
+        super().__init__()
+        self.every = every
+        self.last = -math.inf
+        self.dropped = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, HttpProcessingError) or not 400 <= (exc.code or 500) < 500:
+            return True
+        now = time.monotonic()
+        if now - self.last < self.every:
+            self.dropped += 1
+            return False
+        record.msg = "refused a malformed request (%s, %d); %d more since the last such line"
+        record.args = (type(exc).__name__, exc.code, self.dropped)
+        record.exc_info, record.exc_text = None, None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        self.last, self.dropped = now, 0
+        return True
+
+
+#: The logger of the HTTP server (pass as ``logger=`` with :data:`HTTP_LIMITS`).
+HTTP_LOG = logging.getLogger("honestyd.http")
+HTTP_LOG.addFilter(_MalformedRequests())
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -86,11 +136,34 @@ def _agent(request: web.Request, result: WindowResult) -> str:
     return agent
 
 
+class _MetricsCache:
+    """The ``/metrics`` body, rendered once per snapshot instead of once per scrape.
+
+    The daemon's registry exports nothing but the snapshot (see daemon/metrics.py: no I/O, no clock), and a
+    snapshot is immutable and swapped in whole, so the same snapshot object always renders the same bytes.
+    Rendering a 100-agent snapshot takes tens of milliseconds of event-loop time; 1,000 concurrent scrapes
+    each rendering it stalled the loop for ~50 s and held ~200 MB of bodies at once.
+    """
+
+    def __init__(self) -> None:
+        self.snapshot: Snapshot | None = None
+        self.rendered: tuple[bytes, str] = (b"", "")
+
+    def get(self, backend: Backend) -> tuple[bytes, str]:
+        from daemon.metrics import render
+
+        snap = backend.snapshot
+        if snap is None or snap is not self.snapshot:
+            self.rendered, self.snapshot = render(backend.registry), snap
+        return self.rendered
+
+
+METRICS_CACHE: web.AppKey[_MetricsCache] = web.AppKey("metrics_cache", _MetricsCache)
+
+
 async def metrics(request: web.Request) -> web.Response:
     """Prometheus text exposition of the latest snapshot."""
-    from daemon.metrics import render
-
-    body, content_type = render(request.app[BACKEND].registry)
+    body, content_type = request.app[METRICS_CACHE].get(request.app[BACKEND])
     resp = web.Response(body=body)
     resp.headers["Content-Type"] = content_type
     return resp
@@ -181,6 +254,15 @@ async def methodology(request: web.Request) -> web.Response:
     )
 
 
+def _is_text(value: str) -> bool:
+    """False for a string holding a lone surrogate (a "\\ud800" escape): it cannot be written as UTF-8."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _reviewer(request: web.Request) -> str | web.Response:
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
@@ -194,6 +276,20 @@ def _reviewer(request: web.Request) -> str | web.Response:
     return found if found is not None else _error(403, "token not authorised")
 
 
+async def _read_body(request: web.Request, most: int) -> bytes:
+    """The body up to ``most`` bytes. ``content.read(n)`` returns whatever has arrived, so a body that comes
+    in several TCP segments needs a loop (one read would see a truncated body and answer 400)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < most:
+        chunk = await request.content.read(most - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
 async def post_label(request: web.Request) -> web.Response:
     """A 👍/👎 from an authorised reviewer, appended to ``labels/api.jsonl``."""
     backend = request.app[BACKEND]
@@ -203,7 +299,13 @@ async def post_label(request: web.Request) -> web.Response:
     limit = backend.config.api.max_body
     if request.content_length is not None and request.content_length > limit:
         return _error(413, f"body larger than {limit} bytes")
-    raw = await request.content.read(limit + 1)
+    try:
+        async with asyncio.timeout(BODY_TIMEOUT):  # a slow sender must not hold a handler forever
+            raw = await _read_body(request, limit + 1)
+    except TimeoutError:
+        timed_out = _error(408, f"body not received within {BODY_TIMEOUT:g} s")
+        timed_out.force_close()  # the rest of the body may still come: do not read it as the next request
+        return timed_out
     if len(raw) > limit:
         return _error(413, f"body larger than {limit} bytes")
     try:
@@ -216,7 +318,7 @@ async def post_label(request: web.Request) -> web.Response:
     if unknown:
         return _error(400, f"unknown field {unknown[0]!r}")
     decision, value = body.get("decision"), body.get("value")
-    if not isinstance(decision, str) or not decision or len(decision) > 1000:
+    if not isinstance(decision, str) or not decision or len(decision) > 1000 or not _is_text(decision):
         return _error(400, "decision must be a non-empty decision id")
     if value not in LABEL_VALUES:
         return _error(400, "value must be 'up' or 'down'")
@@ -233,10 +335,16 @@ async def post_label(request: web.Request) -> web.Response:
     return _json({"ok": True, "label": label}, status=201)
 
 
+async def openapi_document(request: web.Request) -> web.Response:
+    """The OpenAPI 3.0 description of this API (windows and weights versions from the config in force)."""
+    return _json(openapi.document(request.app[BACKEND].config))
+
+
 def make_app(backend: Backend) -> web.Application:
     """The aiohttp application with every route."""
     app = web.Application(client_max_size=max(backend.config.api.max_body, 1024))
     app[BACKEND] = backend
+    app[METRICS_CACHE] = _MetricsCache()
     routes: list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]] = [
         ("GET", "/metrics", metrics),
         ("GET", "/healthz", healthz),
@@ -249,6 +357,7 @@ def make_app(backend: Backend) -> web.Application:
         ("GET", "/v1/agents/{agent}/history", agent_history),
         ("GET", "/agents/{agent}", agent_page),
         ("POST", "/v1/labels", post_label),
+        ("GET", "/openapi.json", openapi_document),
     ]
     for method, path, handler in routes:
         app.router.add_route(method, path, handler)

@@ -11,9 +11,10 @@ import asyncio
 import logging
 import os
 import signal
+import sqlite3
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,9 +31,9 @@ from watchdog.observers import Observer
 
 from collectors.records import EvalReport
 from daemon import changelog
-from daemon.api import make_app
+from daemon.api import HTTP_LIMITS, HTTP_LOG, make_app
 from daemon.config import COMPONENTS, Config, ConfigError, load_config
-from daemon.ingest import Clock, Ingester, IngestStats, system_clock
+from daemon.ingest import Clock, Ingester, IngestStats, store_full, system_clock
 from daemon.metrics import make_registry
 from daemon.notify import Notifier
 from daemon.snapshot import Counters, Snapshot, build_snapshot
@@ -133,8 +134,14 @@ class Daemon:
         self.checks: Counter[str] = Counter()
         self.check_failures: Counter[str] = Counter()
         self.scheduler_missed: Counter[str] = Counter()
+        # Writes the store refused with SQLITE_FULL (exported as honesty_store_full_total).
+        self.store_full = 0
+        # When the store began refusing writes (monotonic; None while it accepts them): one log line per episode.
+        self._store_failing_since: float | None = None
         self.pending: set[str] = set()
         self.full_rescan_pending = False
+        # The pending full scan is the start-up catch-up (files dated by mtime, not by "seen now").
+        self._pending_scan_unobserved = False
         self._flush_handle: asyncio.TimerHandle | None = None
         self._flush_task: asyncio.Task[None] | None = None
         self._rescore_dirty = False
@@ -284,11 +291,13 @@ class Daemon:
             await asyncio.wait_for(self._flush(), self._config.daemon.drain_timeout)
         except TimeoutError:
             log.warning("drain timed out; %d paths left for the next start's rescan", len(self.pending))
+        if self._job_tasks:
+            # A job may be mid-evaluation in a worker thread: let it finish before the store closes. Wait before
+            # the scheduler shuts down, which cancels running job tasks (the thread would go on, store closed under
+            # it); no new job starts meanwhile, since should_exit is set (see _tracked).
+            await asyncio.wait(set(self._job_tasks), timeout=self._config.daemon.drain_timeout)
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=False)
-        if self._job_tasks:
-            # A job may be mid-evaluation in a worker thread: let it finish before the store closes.
-            await asyncio.wait(set(self._job_tasks), timeout=self._config.daemon.drain_timeout)
         if self.runner is not None:
             await self.runner.cleanup()
         if self.store is not None:
@@ -350,25 +359,75 @@ class Daemon:
             if not paths and not full:
                 return
             ingester = self.ingester
+            left: list[str] = []
+            error: sqlite3.OperationalError | None = None
             if full:
-                stats = await asyncio.to_thread(ingester.scan, observed=True)
+                observed = not self._pending_scan_unobserved
+                try:
+                    stats = await asyncio.to_thread(ingester.scan, observed=observed)
+                except sqlite3.OperationalError as exc:
+                    stats, error = IngestStats(), exc
+                    self.full_rescan_pending = True  # the whole pass again, next time
+                else:
+                    self._pending_scan_unobserved = False
             else:
-                stats = await asyncio.to_thread(self._ingest_paths, ingester, paths)
+                stats, left, error = await asyncio.to_thread(self._ingest_paths, ingester, paths)
+                self.pending.update(left)
+            if error is not None:
+                # A refused write (store full, or locked past busy_timeout) rolled back its batch, cursor included:
+                # the paths stay pending and the next file event or rescan retries them. Nothing is dropped.
+                self._store_refused(error, "ingest")  # under the lock: it may end a transaction on the connection
+            else:
+                self._store_accepted()
         self._count(stats)
         self._request_rescore()
 
     @staticmethod
-    def _ingest_paths(ingester: Ingester, paths: Iterable[str]) -> IngestStats:
+    def _ingest_paths(
+        ingester: Ingester, paths: list[str]
+    ) -> tuple[IngestStats, list[str], sqlite3.OperationalError | None]:
+        """Ingest ``paths`` in order; on a refused write, stop and return the paths not yet done and the error."""
         total = IngestStats()
-        for rel in paths:
-            total.merge(ingester.ingest_path(rel, observed=True))
-        return total
+        for i, rel in enumerate(paths):
+            try:
+                total.merge(ingester.ingest_path(rel, observed=True))
+            except sqlite3.OperationalError as exc:
+                return total, paths[i:], exc
+        return total, [], None
 
     async def _scan(self) -> None:
         assert self.lock is not None and self.ingester is not None
         async with self.lock:
-            stats = await asyncio.to_thread(self.ingester.scan)
+            try:
+                stats = await asyncio.to_thread(self.ingester.scan)
+            except sqlite3.OperationalError as exc:
+                # Start serving anyway (the operator sees the log line and the metric); the rescan job retries.
+                self.full_rescan_pending = self._pending_scan_unobserved = True
+                self._store_refused(exc, "start-up scan")
+                return
         self._count(stats)
+
+    def _store_refused(self, exc: sqlite3.OperationalError, what: str) -> None:
+        """Count and log a write the store refused (an ERROR line once per episode, DEBUG after). Hold the lock."""
+        assert self.store is not None
+        # SQLite may leave a failed COMMIT's transaction open (SQLITE_FULL/BUSY): end it, or every later
+        # atomic() would nest in it as a savepoint and never commit. A no-op when no transaction is open.
+        self.store.conn.rollback()
+        full = store_full(exc)
+        if full is not None:
+            self.store_full += 1
+        first = self._store_failing_since is None
+        if first:
+            self._store_failing_since = time.monotonic()
+        log.log(logging.ERROR if first else logging.DEBUG,
+                "%s (%s refused: %s); pending work is kept and retried at the next file event or rescan",
+                "store full: ingest paused" if full is not None else "store write failed", what, full or exc)
+
+    def _store_accepted(self) -> None:
+        if self._store_failing_since is not None:
+            log.warning("store accepts writes again: ingest resumed after %.1f s",
+                        time.monotonic() - self._store_failing_since)
+            self._store_failing_since = None
 
     def _count(self, stats: IngestStats) -> None:
         self.ingest_records.update(stats.records)
@@ -381,7 +440,7 @@ class Daemon:
 
     def _counters(self) -> Counters:
         return Counters(Counter(self.ingest_records), Counter(self.ingest_rejects), Counter(self.checks),
-                        Counter(self.check_failures), Counter(self.scheduler_missed))
+                        Counter(self.check_failures), Counter(self.scheduler_missed), self.store_full)
 
     def _request_rescore(self) -> None:
         self._rescore_dirty = True
@@ -401,7 +460,11 @@ class Daemon:
                                            evals)
             self._snapshot = snap
             async with self.lock:
-                await asyncio.to_thread(_store_history, store, snap)
+                try:
+                    await asyncio.to_thread(_store_history, store, snap)
+                except sqlite3.OperationalError as exc:
+                    # Today's counts are rewritten by the next evaluation; a full store must not stop scoring.
+                    self._store_refused(exc, "history")
             await asyncio.to_thread(self._write_changelog, changelog.drop_entries(snap))
 
     # --- changelog
@@ -537,7 +600,11 @@ class Daemon:
         return self._config.daemon.listen.rpartition(":")[0].strip("[]")
 
     async def _start_http(self) -> None:
-        runner = web.AppRunner(make_app(self), access_log=None)
+        # HTTP_LIMITS: header size limits and the idle/slow-client cut-off; HTTP_LOG: malformed requests logged as
+        # one rate-limited line, not a traceback each (see daemon/api.py). They are keyword arguments of the request
+        # handler, passed straight through: an unknown one would make aiohttp drop them all, access_log=None
+        # included, with only a warning.
+        runner = web.AppRunner(make_app(self), access_log=None, logger=HTTP_LOG, **HTTP_LIMITS)
         await runner.setup()
         port = int(self._config.daemon.listen.rpartition(":")[2])
         site = web.TCPSite(runner, self._host(), port)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import sqlite3
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +36,20 @@ Clock = Callable[[], datetime]
 def system_clock() -> datetime:
     """The wall clock, as an aware UTC datetime."""
     return datetime.now(UTC)
+
+
+def store_full(exc: BaseException) -> sqlite3.Error | None:
+    """The SQLITE_FULL error behind ``exc`` (database or disk full, or ``max_page_count`` reached), else None.
+
+    The chain is walked because SQLite rolls a transaction back itself on SQLITE_FULL, so the ROLLBACK in
+    :meth:`Store.atomic` then fails with "no transaction is active", raised with the real error as its context.
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, sqlite3.Error) and getattr(seen, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 @dataclass
@@ -290,6 +305,8 @@ class Ingester:
         events = [p for p in batch if isinstance(p, Event)]
         labels = [p for p in batch if isinstance(p, Label)]
         # Rows, rejects and the cursor in one transaction: a crash keeps all of this batch or none of it.
+        # A refused write (sqlite3.OperationalError: SQLITE_FULL, or locked past busy_timeout) rolls the whole
+        # batch back, cursor included, and propagates: the daemon keeps the path pending and retries it later.
         with self.store.atomic():
             if events:
                 stats.records[source] += self.store.add_events(events)

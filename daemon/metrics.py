@@ -64,6 +64,9 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "honesty_citation_check_failures": (
         "counter", "Citation verifications that found the target missing or broken, by kind.", ("kind",)),
     "honesty_scheduler_missed": ("counter", "Scheduled runs missed since the process started, by job.", ("job",)),
+    "honesty_store_full": (
+        "counter", "Writes the store refused as full (SQLITE_FULL) since the process started; ingest pauses,"
+        " keeps its place and resumes when there is room.", ()),
     "honesty_benchmark_tasks": ("gauge", "Tasks in the latest benchmark-honesty report of the model.", _B),
     # The report's own 95 % interval of its headline; what that headline is changed between the package's
     # versions (task mean in 0.1.0, balanced in 0.2.0), so read it beside honesty_benchmark_balanced/_task_mean.
@@ -171,6 +174,8 @@ def _counters(out: _Families, counters: Counters) -> None:
             out.add(name, (key,), count)
     for (source, reason), count in sorted(counters.ingest_rejects.items()):
         out.add("honesty_ingest_rejects", (source, reason), count)
+    if counters.store_full:  # like the labelled counters, a sample from its first increment on
+        out.add("honesty_store_full", (), counters.store_full)
 
 
 def _figure_family(out: _Families, key: str) -> Family | None:

@@ -28,6 +28,7 @@ class Counters:
     checks: Mapping[str, int] = field(default_factory=Counter)
     check_failures: Mapping[str, int] = field(default_factory=Counter)
     scheduler_missed: Mapping[str, int] = field(default_factory=Counter)
+    store_full: int = 0  # writes the store refused with SQLITE_FULL (ingest pauses; nothing is lost)
 
 
 @dataclass(frozen=True)

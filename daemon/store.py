@@ -217,10 +217,12 @@ class Store:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield
+            self.conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            # SQLite may already have rolled back (SQLITE_FULL does); a failed COMMIT leaves it open.
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
             raise
-        self.conn.execute("COMMIT")
 
     def migrate(self) -> list[str]:
         """Apply the migrations not yet recorded; returns their names."""

@@ -1,0 +1,196 @@
+"""The OpenAPI 3.0 description of the HTTP API, served at ``GET /openapi.json``.
+
+Written by hand as a dict (no generator, no extra dependency) and built per request from the config in
+force, so the ``window`` enum and the ``weights`` versions follow a SIGHUP reload. Every route of
+:func:`daemon.api.make_app` is here, with the error statuses it can answer; ``tests/test_api_hardening.py``
+checks that the two lists agree and runs schemathesis against a live daemon with this document.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from daemon import __version__
+from daemon.config import COMPONENTS, Config
+
+JSON = "application/json"
+TEXT = "text/plain"
+HTML = "text/html"
+
+Schema = dict[str, Any]
+
+
+def _ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _content(schema: Schema, *media: str) -> dict[str, Any]:
+    return {m: {"schema": schema} for m in media or (JSON,)}
+
+
+def _response(description: str, schema: Schema | None = None, *media: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"description": description}
+    if schema is not None:
+        out["content"] = _content(schema, *media)
+    return out
+
+
+_STRING: Schema = {"type": "string"}
+# Errors raised by aiohttp itself (an unmatched route, for one) are plain text; the handlers' are JSON.
+_NOT_FOUND = {"description": "Unknown agent (JSON) or no such route (text)",
+              "content": {JSON: {"schema": _ref("Error")}, TEXT: {"schema": _STRING}}}
+_BAD_WINDOW = _response("Unknown window; `allowed` lists the configured ones", _ref("Error"), JSON)
+_STARTING = _response("No evaluation yet (the daemon is starting)", _STRING, TEXT)
+
+
+def _window_param(config: Config) -> dict[str, Any]:
+    names = [name for name, _ in config.scoring.windows]
+    return {"name": "window", "in": "query", "required": False,
+            "description": f"Rolling window (default {names[0]!r}, the first configured).",
+            "schema": {"type": "string", "enum": names}}
+
+
+_AGENT_PARAM: dict[str, Any] = {
+    "name": "agent", "in": "path", "required": True,
+    "description": "Agent name as it appears in the events (looked up in the latest evaluation, never a path).",
+    "schema": {"type": "string", "minLength": 1},
+}
+
+
+def _schemas(config: Config) -> dict[str, Schema]:
+    number_or_null: Schema = {"type": "number", "nullable": True}
+    counts = {"type": "object", "required": ["pass", "counted", "pending", "ratio"], "properties": {
+        "pass": {"type": "integer"}, "counted": {"type": "integer"}, "pending": {"type": "integer"},
+        "ratio": number_or_null}}
+    score_fields: dict[str, Schema] = {
+        "decisions": {"type": "integer"},
+        "insufficient": {"type": "boolean"},
+        "false_gaps": {"type": "integer"},
+        "components": {"type": "object", "properties": {c: _ref("ComponentCounts") for c in COMPONENTS},
+                       "required": list(COMPONENTS)},
+        "score": number_or_null,
+        "percent": {"type": "integer", "nullable": True},
+        "coverage": {"type": "number"},
+        "interval": {"type": "object", "nullable": True, "required": ["low", "high"],
+                     "properties": {"low": {"type": "number"}, "high": {"type": "number"}}},
+        "weights_version": _STRING,
+    }
+    head: dict[str, Schema] = {"at": {"type": "string", "format": "date-time"}, "window": _STRING, "agent": _STRING}
+    outcome = {"type": "object", "required": ["mark", "why", "pass", "counted"], "properties": {
+        "mark": _STRING, "why": _STRING, "pass": {"type": "integer"}, "counted": {"type": "integer"}}}
+    decision_row = {"type": "object", "required": ["id", "ts", "kind", "source", "citations", "outcomes"],
+                    "properties": {
+                        "id": _STRING, "ts": _STRING, "kind": _STRING, "thread": {"type": "string", "nullable": True},
+                        "source": {"type": "object", "properties": {
+                            "path": _STRING, "line": {"type": "integer", "nullable": True}}},
+                        "citations": {"type": "array", "items": {"type": "object", "properties": {
+                            "type": _STRING, "target": _STRING}}},
+                        "outcomes": {"type": "object", "additionalProperties": outcome}}}
+    summary = {"type": "object", "required": ["score", "percent", "insufficient", "decisions", "weights_version",
+                                              "audit"],
+               "properties": {"score": number_or_null, "percent": {"type": "integer", "nullable": True},
+                              "insufficient": {"type": "boolean"}, "decisions": {"type": "integer"},
+                              "weights_version": _STRING, "audit": _STRING}}
+    return {
+        "Error": {"type": "object", "required": ["error"], "properties": {
+            "error": _STRING, "allowed": {"type": "array", "items": _STRING}}},
+        "ComponentCounts": counts,
+        "AgentScore": {"type": "object", "required": [*head, *score_fields],
+                       "properties": {**head, **score_fields}},
+        "Audit": {"type": "object", "required": [*head, *score_fields, "weights", "decision_rows"],
+                  "properties": {**head, **score_fields,
+                                 "weights": {"type": "object", "additionalProperties": {"type": "number"}},
+                                 "decision_rows": {"type": "array", "items": decision_row}}},
+        "Agents": {"type": "object", "required": ["at", "weights_version", "agents"], "properties": {
+            "at": {"type": "string", "format": "date-time"}, "weights_version": _STRING,
+            "agents": {"type": "object", "description": "agent → window → summary",
+                       "additionalProperties": {"type": "object", "additionalProperties": summary}}}},
+        "History": {"type": "object", "required": ["agent", "window", "weights_version", "points"], "properties": {
+            "agent": _STRING, "window": _STRING, "weights_version": _STRING,
+            "points": {"type": "array", "items": {"type": "object", "required": ["day", "decisions"], "properties": {
+                "day": {"type": "string", "format": "date"}, "decisions": {"type": "integer"},
+                "score": number_or_null, "percent": {"type": "integer", "nullable": True},
+                "coverage": {"type": "number"}}}}}},
+        "LabelRequest": {
+            "type": "object", "required": ["decision", "value"], "additionalProperties": False,
+            "properties": {
+                "decision": {"type": "string", "minLength": 1, "maxLength": 1000,
+                             "description": "The id of the labelled decision."},
+                "value": {"type": "string", "enum": ["up", "down"]},
+                "ts": {"type": "string", "format": "date-time",
+                       "description": "RFC 3339 with an offset; the daemon's clock when absent."},
+                "reviewer": {"type": "string", "description": "Must be the token's own reviewer when given."},
+            },
+        },
+        "LabelCreated": {"type": "object", "required": ["ok", "label"], "properties": {
+            "ok": {"type": "boolean"},
+            "label": {"type": "object", "required": ["ts", "decision", "value", "reviewer"], "properties": {
+                "ts": _STRING, "decision": _STRING, "value": _STRING, "reviewer": _STRING}}}},
+    }
+
+
+def _agent_get(config: Config, summary: str, ok: dict[str, Any], extra: list[dict[str, Any]] | None = None
+               ) -> dict[str, Any]:
+    return {"get": {
+        "summary": summary,
+        "parameters": [_AGENT_PARAM, _window_param(config), *(extra or [])],
+        "responses": {"200": ok, "400": _BAD_WINDOW, "404": _NOT_FOUND, "503": _STARTING},
+    }}
+
+
+def document(config: Config) -> dict[str, Any]:
+    """The OpenAPI 3.0.3 document for ``config`` (its windows and weights versions)."""
+    versions = sorted(config.weights_versions)
+    weights_param = {"name": "weights", "in": "query", "required": False,
+                     "description": "Weights version to re-render the stored counts with (default: the agent's).",
+                     "schema": {"type": "string", "enum": versions}}
+    history_ok = _response("Daily points in the window", _ref("History"))
+    history = _agent_get(config, "An agent's daily scores under any weights version", history_ok, [weights_param])
+    history["get"]["responses"]["400"] = _response("Unknown window or weights version", _ref("Error"))
+    paths: dict[str, Any] = {
+        "/metrics": {"get": {"summary": "Prometheus text exposition of the latest evaluation",
+                             "responses": {"200": _response("Metrics (text format 0.0.4)", _STRING, TEXT)}}},
+        "/healthz": {"get": {"summary": "Liveness: the event loop answers",
+                             "responses": {"200": _response("ok", _STRING, TEXT)}}},
+        "/readyz": {"get": {"summary": "Readiness: a first evaluation exists",
+                            "responses": {"200": _response("ready", _STRING, TEXT),
+                                          "503": _response("starting", _STRING, TEXT)}}},
+        "/": {"get": {"summary": "Every agent in every window (HTML)",
+                      "responses": {"200": _response("Index page", _STRING, HTML), "503": _STARTING}}},
+        "/methodology": {"get": {"summary": "Formula, weights and changelog (HTML)",
+                                 "responses": {"200": _response("Methodology page", _STRING, HTML)}}},
+        "/openapi.json": {"get": {"summary": "This document",
+                                  "responses": {"200": _response("OpenAPI 3.0 document", {"type": "object"})}}},
+        "/v1/agents": {"get": {"summary": "Every agent's score in every window",
+                               "responses": {"200": _response("Scores", _ref("Agents")), "503": _STARTING}}},
+        "/v1/agents/{agent}": _agent_get(config, "One agent in one window, as `honestyd score --json` gives it",
+                                         _response("Score", _ref("AgentScore"))),
+        "/v1/agents/{agent}/audit": _agent_get(config, "Every decision, every outcome, the arithmetic",
+                                               _response("Audit", _ref("Audit"))),
+        "/v1/agents/{agent}/history": history,
+        "/agents/{agent}": _agent_get(config, "The HTML audit page", _response("Audit page", _STRING, HTML)),
+        "/v1/labels": {"post": {
+            "summary": "A thumbs-up/down from an authorised reviewer, appended to labels/api.jsonl",
+            "security": [{"reviewer": []}],
+            "requestBody": {"required": True, "content": _content(_ref("LabelRequest"))},
+            "responses": {
+                "201": _response("Appended", _ref("LabelCreated")),
+                "400": _response("Not a JSON object, an unknown field or a bad value", _ref("Error")),
+                "401": _response("No bearer token", _ref("Error")),
+                "403": _response("Token not authorised, or labelling as another reviewer", _ref("Error")),
+                "408": _response("Body not received in time", _ref("Error")),
+                "413": _response(f"Body larger than [api] max_body ({config.api.max_body} bytes)", _ref("Error")),
+            },
+        }},
+    }
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "honestyd", "version": __version__,
+                 "description": "Honesty scores of AI agents: metrics, scores, audits, history and reviewer labels."},
+        "paths": paths,
+        "components": {
+            "schemas": _schemas(config),
+            "securitySchemes": {"reviewer": {"type": "http", "scheme": "bearer",
+                                             "description": "A reviewer token from [api] reviewers_env/_file."}},
+        },
+    }
