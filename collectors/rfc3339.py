@@ -16,6 +16,20 @@ _RFC3339 = re.compile(
 )
 
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def to_us(ts: datetime) -> int:
+    """Aware datetime → integer microseconds since the epoch (exact, sortable)."""
+    delta = ts - EPOCH
+    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_us(us: int) -> datetime:
+    """Integer microseconds since the epoch → aware UTC datetime (no float rounding)."""
+    return EPOCH + timedelta(microseconds=us)
+
+
 class TimestampError(ValueError):
     """Raised for a string that is not an RFC 3339 timestamp with an offset."""
 

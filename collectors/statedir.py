@@ -6,16 +6,16 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+from collectors.rfc3339 import from_us
 
 
 def ns_to_datetime(ns: int) -> datetime:
     """Nanoseconds since the epoch → aware UTC datetime, truncated to microseconds (no float rounding)."""
-    return EPOCH + timedelta(microseconds=ns // 1000)
+    return from_us(ns // 1000)
 
 
 @dataclass(frozen=True, slots=True)

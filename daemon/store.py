@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,24 +20,12 @@ import sqlite_utils
 
 from collectors.citations import Citation
 from collectors.records import CheckResult, EvalReport, Event, FileEntry, Label, Reject
+from collectors.rfc3339 import from_us, to_us
 from collectors.tail import Cursor
 from daemon.config import COMPONENTS
 from scorers.context import Records
 from scorers.history import DayCounts
 from scorers.score import ComponentResult
-
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def to_us(ts: datetime) -> int:
-    """Aware datetime → integer microseconds since the epoch (exact, sortable)."""
-    delta = ts - EPOCH
-    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def from_us(us: int) -> datetime:
-    """Integer microseconds since the epoch → aware UTC datetime."""
-    return EPOCH + timedelta(microseconds=us)
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
+from collectors.rfc3339 import EPOCH
 from daemon.config import COMPONENTS
 from scorers.context import Context
 from scorers.outcome import NA, PENDING, Outcome
@@ -54,7 +54,7 @@ def samples_from(ctx: Context, agent: str | None = None) -> list[Sample]:
     """One sample per current reviewer label on a decision (of ``agent``), over all of history to ``ctx.at``."""
     from scorers.score import RULES
 
-    everything = ctx.at - datetime(1970, 1, 1, tzinfo=UTC)
+    everything = ctx.at - EPOCH
     out: list[Sample] = []
     for d in ctx.decisions:
         if agent is not None and d.agent != agent:
