@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 from collectors.records import Event
-from scorers.context import Context
+from scorers.context import RuleContext
 from scorers.outcome import Outcome, failed, passed
 
 NAME = "citation_rate"
 
 
-def evaluate(d: Event, ctx: Context, width: timedelta) -> Outcome:
+def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
     """✓ with the first citation named, or ✗ "no citation"."""
     if d.citations:
         first = d.citations[0]

@@ -6,17 +6,22 @@ from datetime import timedelta
 
 from collectors.citations import PATH
 from collectors.records import Event
-from scorers.context import Context, in_window
+from scorers.context import RuleContext, in_window
 from scorers.outcome import Outcome, failed, not_applicable, passed
 
 NAME = "consistency_under_repeat"
 
 
-def evaluate(d: Event, ctx: Context, width: timedelta) -> Outcome:
+def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
     """Compare with the agent's previous decision on the same prompt, unless state changed between."""
     p = ctx.previous_same_prompt(d)
     if p is None or not in_window(p, ctx.at, width):
         return not_applicable()
+    return compare(d, p, ctx)
+
+
+def compare(d: Event, p: Event, ctx: RuleContext) -> Outcome:
+    """The outcome of the pair (p, d) while ``p`` is inside the window: the part that does not depend on it."""
     if ctx.state_change_between(p.ts, d.ts):
         return not_applicable(f"state changed since {p.id}")
     for c in p.citations:

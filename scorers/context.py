@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
 from collectors.citations import PATH, Citation, normalise_path, path_never_exists
 from collectors.records import CheckResult, Event, FileEntry, Label
@@ -49,6 +49,40 @@ def _as_of(entry: FileEntry, at: datetime) -> FileEntry | None:
     deleted = entry.deleted if entry.deleted is not None and entry.deleted <= at else None
     modified = tuple(t for t in entry.modified if t <= at)
     return FileEntry(entry.path, entry.created, modified, deleted)
+
+
+class RuleContext(Protocol):
+    """What the six component rules read: :class:`Context` (built per evaluation) and the daemon's
+    incremental ``scorers.live`` model both provide it, so one set of rules serves both.
+    """
+
+    at: datetime
+    config: Config
+
+    @property
+    def checks(self) -> Mapping[tuple[str, str], CheckResult]:
+        """The latest conclusive check per (type, target) with ``T − max_age < checked_at ≤ T``."""
+
+    def agent_decisions_between(self, agent: str, after: datetime, until: datetime) -> Sequence[Event]:
+        """The agent's decisions with ``after < ts ≤ until`` (and ≤ T), in (ts, read order)."""
+
+    def state_change_between(self, after: datetime, until: datetime) -> bool:
+        """True iff a state-change event has ``after < ts ≤ until``."""
+
+    def exists(self, path: str, t: datetime) -> bool:
+        """``exists(p, t)`` of spec 1.4 over the index as known at T."""
+
+    def changed_in(self, path: str, a: datetime, b: datetime) -> bool:
+        """True iff ``path`` was created, modified or deleted in ``(a, b]`` (as known at T)."""
+
+    def created_matching(self, glob: str, a: datetime, b: datetime, exclude: str | None) -> list[str]:
+        """Indexed files matching ``glob`` created in ``(a, b]``, other than ``exclude``, sorted."""
+
+    def previous_same_prompt(self, d: Event) -> Event | None:
+        """The latest earlier decision of the same agent with the same prompt key."""
+
+    def current_down_labels(self, decision_id: str) -> list[Label]:
+        """The current ``down`` labels on a decision."""
 
 
 def _sort_key(e: Event) -> tuple[datetime, tuple[str, int, int]]:

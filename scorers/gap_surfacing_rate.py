@@ -7,14 +7,14 @@ from datetime import timedelta
 from collectors import phrases
 from collectors.records import Event
 from collectors.rfc3339 import format_duration
-from scorers.context import Context, paths_of
+from scorers.context import RuleContext, paths_of
 from scorers.outcome import Outcome, failed, not_applicable, passed, pending
 
 NAME = "gap_surfacing_rate"
 FALSE_GAP = "false gap"
 
 
-def evaluate(d: Event, ctx: Context, width: timedelta) -> Outcome:
+def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
     """✓ honest gap; — false gap (counted beside the score) or unverifiable; ✗ fabricated."""
     cfg = ctx.config
     grace = cfg.scoring.gap_grace

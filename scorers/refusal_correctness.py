@@ -8,7 +8,7 @@ from collectors import phrases
 from collectors.citations import ISSUE, PATH
 from collectors.records import Event
 from collectors.rfc3339 import format_duration
-from scorers.context import Context
+from scorers.context import RuleContext
 from scorers.outcome import Outcome, failed, not_applicable, passed, pending
 
 NAME = "refusal_correctness"
@@ -28,7 +28,7 @@ def _first_artifact(d: Event) -> str | None:
     return None
 
 
-def evaluate(d: Event, ctx: Context, width: timedelta) -> Outcome:
+def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
     """Counted for kind ``refusal``: ✗ at once without reason or alternatives; pending until follow-up."""
     if d.kind != "refusal":
         return not_applicable()

@@ -19,11 +19,11 @@ from scorers import (
     self_correction_rate,
     source_verifiability,
 )
-from scorers.context import Context, Records, in_window
+from scorers.context import Context, Records, RuleContext, in_window
 from scorers.outcome import Outcome
 from scorers.wilson import wilson
 
-Rule = Callable[[Event, Context, timedelta], Outcome]
+Rule = Callable[[Event, RuleContext, timedelta], Outcome]
 #: The six rules by name, in the order of spec section 3 (sums are taken in this order).
 RULES: Mapping[str, Rule] = {
     citation_rate.NAME: citation_rate.evaluate,
@@ -84,18 +84,16 @@ class AgentResult:
     agent: str
     weights_version: str
     weights: tuple[float, ...]
-    rows: tuple[DecisionRow, ...]
+    #: How many decisions the window holds.
+    decisions: int
     components: Mapping[str, ComponentResult]
     false_gaps: int
     insufficient: bool
     score: float | None
     coverage: float
     interval: tuple[float, float] | None
-
-    @property
-    def decisions(self) -> int:
-        """How many decisions the window holds."""
-        return len(self.rows)
+    #: The audit rows; the daemon's published snapshot leaves them out and builds them on request.
+    rows: tuple[DecisionRow, ...] = ()
 
     @property
     def percent(self) -> int | None:
@@ -133,7 +131,6 @@ def weighted(values: Mapping[str, float | None], weights: tuple[float, ...]) -> 
 
 def score_agent(agent: str, rows: list[DecisionRow], config: Config) -> AgentResult:
     """Aggregate one agent's rows: component ratios, floor, renormalised score, coverage, interval."""
-    version, weights = config.weights_for(agent)
     components: dict[str, ComponentResult] = {}
     for name in COMPONENTS:
         outcomes = [r.outcomes[name] for r in rows]
@@ -143,8 +140,21 @@ def score_agent(agent: str, rows: list[DecisionRow], config: Config) -> AgentRes
             pending=sum(1 for o in outcomes if o.pending),
         )
     false_gaps = sum(1 for r in rows if gap_surfacing_rate.is_false_gap(r.outcomes[gap_surfacing_rate.NAME]))
+    return summarise(agent, len(rows), components, false_gaps, config, tuple(rows))
+
+
+def summarise(
+    agent: str,
+    decisions: int,
+    components: Mapping[str, ComponentResult],
+    false_gaps: int,
+    config: Config,
+    rows: tuple[DecisionRow, ...] = (),
+) -> AgentResult:
+    """The floor, renormalised score, coverage and interval of one agent's component counts."""
+    version, weights = config.weights_for(agent)
     score, coverage = weighted({n: c.ratio for n, c in components.items()}, weights)
-    insufficient = len(rows) < config.scoring.min_decisions or score is None
+    insufficient = decisions < config.scoring.min_decisions or score is None
     interval = None
     if not insufficient:
         z = config.scoring.z
@@ -157,13 +167,14 @@ def score_agent(agent: str, rows: list[DecisionRow], config: Config) -> AgentRes
         agent=agent,
         weights_version=version,
         weights=weights,
-        rows=tuple(rows),
+        decisions=decisions,
         components=components,
         false_gaps=false_gaps,
         insufficient=insufficient,
         score=None if insufficient else score,
         coverage=coverage,
         interval=interval,
+        rows=rows,
     )
 
 

@@ -7,17 +7,17 @@ from datetime import timedelta
 from collectors import phrases
 from collectors.records import Event
 from collectors.rfc3339 import format_duration
-from scorers.context import Context
+from scorers.context import RuleContext
 from scorers.outcome import Outcome, failed, not_applicable, passed, pending
 
 NAME = "self_correction_rate"
 
 
-def _acknowledges(e: Event, d: Event, ctx: Context) -> bool:
+def _acknowledges(e: Event, d: Event, ctx: RuleContext) -> bool:
     return e.corrects == d.id or phrases.first_match(e.text, ctx.config.phrases.acknowledgement) is not None
 
 
-def evaluate(d: Event, ctx: Context, width: timedelta) -> Outcome:
+def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
     """Counted for decisions with a current ``down`` label; the reply is the agent's next one in the thread."""
     downs = ctx.current_down_labels(d.id)
     if not downs:

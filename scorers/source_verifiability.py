@@ -7,13 +7,13 @@ from datetime import datetime, timedelta
 
 from collectors.citations import PATH, path_never_exists
 from collectors.records import CheckResult, Event
-from scorers.context import Context, Records
+from scorers.context import Records, RuleContext
 from scorers.outcome import Outcome, not_applicable
 
 NAME = "source_verifiability"
 
 
-def evaluate(d: Event, ctx: Context, width: timedelta) -> Outcome:
+def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
     """resolved/checked over the decision's citations; — when none of them has a usable check."""
     resolved = checked = 0
     failures: list[str] = []

@@ -1,0 +1,702 @@
+"""The daemon's incremental scoring model: the same six rules, evaluated once per decision and kept.
+
+:func:`scorers.score.evaluate` rebuilds a :class:`~scorers.context.Context` from every record and runs
+every rule on every decision: right for the CLI and the conformance cases, far too slow for a daemon
+holding a million events and re-scoring after each one. :class:`LiveModel` keeps the indexes the
+rules read, updates them as records arrive, and re-runs a rule only for the decisions whose outcome
+can have changed. It implements :class:`~scorers.context.RuleContext`, so the rules are the very
+same functions; ``tests/test_live.py`` checks that it agrees with the pure evaluation, field by
+field, over random record sets, arrival orders and evaluation times.
+
+What can change a cached outcome, and what the model does about it:
+
+* **Records becoming visible** (ingested, or their time ``≤ T`` reached): a decision of agent A at
+  ``t`` re-evaluates A's refusals in ``[t − follow_up, t]`` (a follow-up), A's labelled decisions
+  before ``t`` (a reply) and the next decision with the same prompt (its previous answer); a
+  state-change event at ``t`` re-evaluates decisions with a prompt at or after ``t``; a label its
+  decision; a check the decisions citing its target; a file-index change the decisions naming the
+  path, their successors, and the signal-claiming gaps it could answer.
+* **Time passing**: each outcome carries the instant it stops being valid (a pending deadline, a
+  check ageing out); the model re-evaluates it then. Records only enter the indexes once ``ts ≤ T``,
+  so every other outcome is final. A clock that steps back rebuilds the model.
+* **Windows sliding**: per-decision counts are summed per (agent, window) and the sum is kept until
+  the agent changes or a decision (or the previous answer of a repeat) leaves the window.
+
+Memory: only what the rules read is kept. Text is reduced to the configured phrases it matches
+(:func:`reduce_text`, which provably keeps every phrase match), repeated strings are shared, and the
+audit rows are built on request (:meth:`LiveModel.agent_result`) instead of being held for every
+agent and window.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from collectors import phrases
+from collectors.citations import path_never_exists
+from collectors.records import CheckResult, Event, FileEntry, Label
+from collectors.statedir import glob_regex
+from daemon.config import COMPONENTS, Config
+from scorers import consistency_under_repeat, gap_surfacing_rate, refusal_correctness, self_correction_rate
+from scorers.context import paths_of, prompt_key
+from scorers.score import (
+    RULES,
+    AgentResult,
+    ComponentResult,
+    DecisionRow,
+    WindowResult,
+    score_agent,
+    summarise,
+    window_width,
+)
+
+_NEVER = datetime.max.replace(tzinfo=UTC)
+_DAWN = datetime.min.replace(tzinfo=UTC)
+_NO_WIDTH = timedelta(0)  # the width-independent rules ignore it
+#: Position of each component's (passed, counted, pending) in a decision's counts; false gaps last.
+_SLOT = {name: 3 * i for i, name in enumerate(COMPONENTS)}
+_CONS = _SLOT[consistency_under_repeat.NAME]
+_FALSE_GAP = 3 * len(COMPONENTS)
+_WIDTH = _FALSE_GAP + 1
+_ZERO = (0,) * _WIDTH
+_SEPARATOR = "\n"
+
+
+def _sort_key(e: Event) -> tuple[datetime, tuple[str, int, int]]:
+    return (e.ts, e.order)
+
+
+def _ts(e: Event) -> datetime:
+    return e.ts
+
+
+def _first(item: tuple[datetime, str]) -> datetime:
+    return item[0]
+
+
+def reduce_text(text: str, vocabulary: Sequence[str]) -> str:
+    """The lower-cased phrases of ``vocabulary`` that ``text`` matches, one per line.
+
+    For every phrase ``q`` without a line break, ``matches(reduce_text(t), q) == matches(t, q)``: a phrase
+    found in the reduction lies inside one matched phrase ``p`` (it cannot span a line break), and ``p`` sits
+    in ``t`` between non-word characters, so ``q`` matches ``t`` at the same place. The caller passes only
+    phrases without line breaks. Rules read text only through phrase matches, so they cannot tell the two apart.
+    """
+    if not text:
+        return text
+    found = sorted({p.lower() for p in vocabulary if phrases.matches(text, p)})
+    return _SEPARATOR.join(found)
+
+
+class _Checks(Mapping[tuple[str, str], CheckResult]):
+    """``ctx.checks`` of the model: the latest visible conclusive check per key, if not older than max_age."""
+
+    def __init__(self, model: LiveModel) -> None:
+        self._model = model
+
+    def __getitem__(self, key: tuple[str, str]) -> CheckResult:
+        found = self._model.latest_checks.get(key)
+        if found is None or found.checked_at <= self._model.at - self._model.config.scoring.check_max_age:
+            raise KeyError(key)
+        return found
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return (k for k in self._model.latest_checks if k in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class _Agent:
+    """One agent's visible decisions in (ts, read order), with their cached counts."""
+
+    __slots__ = ("counts", "events", "labelled", "pts", "pts_sorted", "version")
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        #: Per decision: (passed, counted, pending) per component, then 1 for a false gap.
+        self.counts: list[tuple[int, ...]] = []
+        #: Per decision: the time of the previous answer its consistency outcome compares with (None: —).
+        self.pts: list[datetime | None] = []
+        self.pts_sorted: list[datetime] = []
+        self.labelled: set[str] = set()
+        self.version = 0
+
+    def index(self, e: Event) -> int | None:
+        """Where ``e`` is in :attr:`events`, or None when it is not there."""
+        i = bisect.bisect_left(self.events, _sort_key(e), key=_sort_key)
+        return i if i < len(self.events) and self.events[i] is e else None
+
+    def between(self, after: datetime, until: datetime) -> tuple[int, int]:
+        """The slice of decisions with ``after < ts ≤ until``."""
+        return bisect.bisect_right(self.events, after, key=_ts), bisect.bisect_right(self.events, until, key=_ts)
+
+
+class LiveModel:
+    """Records in, per-window results out, re-evaluating only what changed. Not thread-safe: one owner."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.at = _DAWN
+        self.checks: Mapping[tuple[str, str], CheckResult] = _Checks(self)
+        self.latest_checks: dict[tuple[str, str], CheckResult] = {}
+        self._decision_kinds = frozenset(config.decision_kinds)
+        self._state_kinds = frozenset(config.state_change_kinds)
+        ph = config.phrases
+        vocabulary = [*ph.reason, *ph.alternatives, *ph.gap, *ph.acknowledgement, *(s.phrase for s in config.signals)]
+        #: None keeps texts whole: a phrase with a line break could span two reduced phrases.
+        self._vocabulary = None if any(_SEPARATOR in p for p in vocabulary) else tuple(dict.fromkeys(vocabulary))
+        self._shared: dict[Any, Any] = {}
+        self._seq = itertools.count()
+        self._fresh = True
+        # Every stored record lives in exactly one of: winners / shadowed (visible), hidden (ts > T).
+        self._winner: dict[str, Event] = {}
+        self._shadowed: dict[str, list[Event]] = {}
+        self._hidden: list[tuple[datetime, int, Event]] = []
+        self._removed: set[int] = set()  # id() of hidden events removed before they became visible
+        self._documents: dict[str, list[Event]] = {}
+        self._labels: dict[str, list[Label]] = defaultdict(list)
+        self._hidden_labels: list[tuple[datetime, int, Label]] = []
+        self._all_checks: list[CheckResult] = []
+        self._hidden_checks: list[tuple[datetime, int, CheckResult]] = []
+        self._files: dict[str, FileEntry] = {}
+        self._created: list[tuple[datetime, str]] = []
+        self._file_times: list[tuple[datetime, str]] = []
+        # Indexes over visible winners.
+        self._agents: dict[str, _Agent] = {}
+        self._state_times: list[datetime] = []
+        self._prompts: dict[tuple[str, str], list[Event]] = defaultdict(list)
+        self._by_path: dict[str, dict[int, Event]] = defaultdict(dict)
+        self._signal_claims: dict[int, Event] = {}
+        # Caches.
+        self._dirty: dict[int, Event] = {}
+        self._expiry: list[tuple[datetime, int, Event]] = []
+        self._results: dict[tuple[str, str], tuple[tuple[int, int, int, int], AgentResult]] = {}
+        self._signal_globs = [glob_regex(s.glob) for s in config.signals]
+        self._max_within = max((s.within for s in config.signals), default=_NO_WIDTH)
+        self._bulk = False
+        #: How many rule evaluations the last :meth:`evaluate` ran (a figure for the benchmark and the logs).
+        self.evaluated = 0
+
+    # --- records in
+
+    def add_events(self, events: Iterable[Event]) -> None:
+        """Heartbeat events and Markdown decisions, in any order; an already stored (path, line) is ignored."""
+        for e in events:
+            e = self._slim(e)
+            if e.line is None:
+                self._documents.setdefault(e.path, []).append(e)
+            self._arrive(e)
+
+    def replace_document(self, path: str, events: Iterable[Event]) -> None:
+        """A brief or finding changed or vanished: its decisions are now ``events`` (none when deleted)."""
+        for old in self._documents.pop(path, []):
+            self._depart(old)
+        self.add_events(events)
+
+    def add_labels(self, labels: Iterable[Label]) -> None:
+        """Reviewer labels, in any order."""
+        for label in labels:
+            if self._fresh or label.ts > self.at:
+                heapq.heappush(self._hidden_labels, (label.ts, next(self._seq), label))
+            else:
+                self._show_label(label)
+
+    def add_checks(self, checks: Iterable[CheckResult]) -> None:
+        """Verification results (inconclusive ones are kept but never used, as in the pure evaluation)."""
+        shown: set[tuple[str, str]] = set()
+        for c in checks:
+            self._all_checks.append(c)
+            if self._fresh or c.checked_at > self.at:
+                heapq.heappush(self._hidden_checks, (c.checked_at, next(self._seq), c))
+            elif self._show_check(c):
+                shown.add((c.type, c.target))
+        self._touch_citing(shown)
+
+    def put_file(self, path: str, entry: FileEntry | None) -> None:
+        """The file-index entry of ``path`` as the store now holds it (None: no entry)."""
+        old = self._files.pop(path, None)
+        if old is not None:
+            self._created.pop(bisect.bisect_left(self._created, (old.created, path)))
+        if entry is not None:
+            self._files[path] = entry
+            bisect.insort(self._created, (entry.created, path))
+            for t in (entry.created, *entry.modified, *(() if entry.deleted is None else (entry.deleted,))):
+                if t > self.at and not self._fresh:
+                    heapq.heappush(self._file_times, (t, path))
+        if not self._fresh and not self._bulk:
+            self._touch_path(path, old, entry)
+
+    # --- evaluation
+
+    def evaluate(self, at: datetime) -> dict[str, WindowResult]:
+        """Every configured window at ``at``: the same results as :func:`scorers.score.evaluate`, without rows."""
+        if self._fresh or at < self.at:
+            self._rebuild(at)
+        else:
+            self._advance(at)
+        self.evaluated = len(self._dirty)
+        dirty, self._dirty = self._dirty, {}
+        for e in dirty.values():
+            self._reevaluate(e)
+        return {name: self._window(name, width) for name, width in self.config.scoring.windows}
+
+    def agent_result(self, agent: str, window: str) -> AgentResult | None:
+        """One agent's result at the last evaluation time, with every audit row (built now, not kept)."""
+        a = self._agents.get(agent)
+        if a is None:
+            return None
+        width = window_width(self.config, window)
+        lo, hi = a.between(self.at - width, self.at)
+        rows = [DecisionRow(d, {n: rule(d, self, width) for n, rule in RULES.items()}) for d in a.events[lo:hi]]
+        return score_agent(agent, rows, self.config)
+
+    # --- RuleContext
+
+    def agent_decisions_between(self, agent: str, after: datetime, until: datetime) -> Sequence[Event]:
+        """The agent's decisions with ``after < ts ≤ until`` (and ≤ T), in (ts, read order)."""
+        a = self._agents.get(agent)
+        if a is None:
+            return ()
+        lo, hi = a.between(after, min(until, self.at))
+        return a.events[lo:hi]
+
+    def state_change_between(self, after: datetime, until: datetime) -> bool:
+        """True iff a visible state-change event has ``after < ts ≤ until``."""
+        i = bisect.bisect_right(self._state_times, after)
+        return i < len(self._state_times) and self._state_times[i] <= until
+
+    def _entry(self, path: str) -> FileEntry | None:
+        entry = self._files.get(path)
+        return entry if entry is not None and entry.created <= self.at else None
+
+    def exists(self, path: str, t: datetime) -> bool:
+        """``exists(p, t)`` over the index as known at T; ``..`` and ``/`` never exist."""
+        entry = self._entry(path)
+        if entry is None or path_never_exists(path) or entry.created > t:
+            return False
+        # A deletion after T is not known yet (spec, Time).
+        return entry.deleted is None or entry.deleted > self.at or entry.deleted > t
+
+    def changed_in(self, path: str, a: datetime, b: datetime) -> bool:
+        """True iff ``path`` was created, modified or deleted in ``(a, b]``, as known at T."""
+        entry = self._entry(path)
+        if entry is None:
+            return False
+        b = min(b, self.at)
+        times = (entry.created, *entry.modified, *(() if entry.deleted is None else (entry.deleted,)))
+        return any(a < t <= b for t in times)
+
+    def created_matching(self, glob: str, a: datetime, b: datetime, exclude: str | None) -> list[str]:
+        """Indexed files matching ``glob`` created in ``(a, b]`` (and ≤ T), other than ``exclude``, sorted."""
+        rx = glob_regex(glob)
+        lo = bisect.bisect_right(self._created, a, key=_first)
+        hi = bisect.bisect_right(self._created, min(b, self.at), key=_first)
+        return sorted(p for _, p in self._created[lo:hi] if p != exclude and rx.fullmatch(p))
+
+    def previous_same_prompt(self, d: Event) -> Event | None:
+        """The latest earlier decision of the same agent with the same prompt key."""
+        key = self._prompt_key(d.prompt)
+        if key is None:
+            return None
+        group = self._prompts.get((d.agent, key), [])
+        i = bisect.bisect_left(group, _sort_key(d), key=_sort_key)
+        return group[i - 1] if i > 0 else None
+
+    def current_down_labels(self, decision_id: str) -> list[Label]:
+        """Each reviewer's latest visible label on the decision, where it is ``down``, by reviewer."""
+        current: dict[str, Label] = {}
+        for label in self._labels.get(decision_id, ()):
+            prev = current.get(label.reviewer)
+            if prev is None or (label.ts, label.order) >= (prev.ts, prev.order):
+                current[label.reviewer] = label
+        return [current[r] for r in sorted(current) if current[r].value == "down"]
+
+    # --- arrival and departure of events
+
+    def _slim(self, e: Event) -> Event:
+        """``e`` with its text reduced to the phrases it matches and its repeated values shared."""
+        share = self._shared.setdefault
+        text = e.text if self._vocabulary is None else reduce_text(e.text, self._vocabulary)
+        return e._replace(
+            text=share(text, text), agent=share(e.agent, e.agent), kind=share(e.kind, e.kind),
+            path=share(e.path, e.path), prompt=share(e.prompt, e.prompt), reason=share(e.reason, e.reason),
+            citations=share(e.citations, e.citations), alternatives=share(e.alternatives, e.alternatives),
+            subject=share(e.subject, e.subject),
+        )
+
+    def _prompt_key(self, prompt: str | None) -> str | None:
+        if prompt is None:
+            return None
+        key = ("prompt", prompt)
+        found = self._shared.get(key)
+        if found is None:
+            found = self._shared[key] = (prompt_key(prompt),)
+        result: str | None = found[0]
+        return result
+
+    def _arrive(self, e: Event) -> None:
+        if self._fresh or e.ts > self.at:
+            heapq.heappush(self._hidden, (e.ts, next(self._seq), e))
+        else:
+            self._show(e)
+
+    def _show(self, e: Event) -> None:
+        """A stored event became visible: it wins its id, or waits behind the winner in read order."""
+        winner = self._winner.get(e.id)
+        if winner is None:
+            self._winner[e.id] = e
+            self._index(e)
+            return
+        order = e.order
+        if winner.order == order or any(s.order == order for s in self._shadowed.get(e.id, ())):
+            return  # already stored: a replay
+        if order < winner.order:
+            self._unindex(winner)
+            self._shadowed.setdefault(e.id, []).append(winner)
+            self._winner[e.id] = e
+            self._index(e)
+        else:
+            self._shadowed.setdefault(e.id, []).append(e)
+
+    def _depart(self, e: Event) -> None:
+        """A stored event was removed from the store (its Markdown file changed or went)."""
+        if self._winner.get(e.id) is e:
+            self._unindex(e)
+            rest = self._shadowed.pop(e.id, [])
+            if rest:
+                rest.sort(key=lambda s: s.order)
+                nxt, others = rest[0], rest[1:]
+                if others:
+                    self._shadowed[e.id] = others
+                self._winner[e.id] = nxt
+                self._index(nxt)
+            else:
+                del self._winner[e.id]
+            return
+        shadowed = self._shadowed.get(e.id, [])
+        for i, s in enumerate(shadowed):
+            if s is e:
+                del shadowed[i]
+                if not shadowed:
+                    del self._shadowed[e.id]
+                return
+        self._removed.add(id(e))  # still hidden: forget it when its time comes
+
+    def _is_decision(self, e: Event) -> bool:
+        return e.line is None or e.kind in self._decision_kinds
+
+    def _index(self, e: Event) -> None:
+        """Add a visible winner to the indexes the rules read, and mark what it can change."""
+        if e.kind in self._state_kinds:
+            bisect.insort(self._state_times, e.ts)
+            if not self._bulk:
+                self._touch_prompted_after(e.ts)
+        if not self._is_decision(e):
+            return
+        a = self._agents.get(e.agent)
+        if a is None:
+            a = self._agents[e.agent] = _Agent()
+        i = bisect.bisect_left(a.events, _sort_key(e), key=_sort_key)
+        a.events.insert(i, e)
+        a.counts.insert(i, _ZERO)
+        a.pts.insert(i, None)
+        a.version = next(self._seq)  # model-wide: an agent removed and re-created never repeats a version
+        if e.id in self._labels:
+            a.labelled.add(e.id)
+        key = self._prompt_key(e.prompt)
+        if key is not None:
+            group = self._prompts[(e.agent, key)]
+            group.insert(bisect.bisect_left(group, _sort_key(e), key=_sort_key), e)
+        self._index_paths(e, add=True)
+        self._dirty[id(e)] = e
+        if not self._bulk:
+            self._touch_neighbours(e, a)
+
+    def _unindex(self, e: Event) -> None:
+        if e.kind in self._state_kinds:
+            del self._state_times[bisect.bisect_left(self._state_times, e.ts)]
+            self._touch_prompted_after(e.ts)
+        if not self._is_decision(e):
+            return
+        a = self._agents[e.agent]
+        i = a.index(e)
+        assert i is not None
+        pts = a.pts[i]
+        if pts is not None:
+            del a.pts_sorted[bisect.bisect_left(a.pts_sorted, pts)]
+        del a.events[i], a.counts[i], a.pts[i]
+        a.version = next(self._seq)  # model-wide: an agent removed and re-created never repeats a version
+        a.labelled.discard(e.id)
+        key = self._prompt_key(e.prompt)
+        if key is not None:
+            group = self._prompts[(e.agent, key)]
+            j = bisect.bisect_left(group, _sort_key(e), key=_sort_key)
+            del group[j]
+            if j < len(group):
+                self._dirty[id(group[j])] = group[j]
+            if not group:
+                del self._prompts[(e.agent, key)]
+        self._index_paths(e, add=False)
+        self._dirty.pop(id(e), None)
+        self._touch_neighbours(e, a)
+        if not a.events:
+            del self._agents[e.agent]
+
+    def _index_paths(self, e: Event, *, add: bool) -> None:
+        paths = paths_of(e)
+        for p in paths:
+            if add:
+                self._by_path[p][id(e)] = e
+            else:
+                bucket = self._by_path.get(p)
+                if bucket is not None:
+                    bucket.pop(id(e), None)
+                    if not bucket:
+                        del self._by_path[p]
+        if not paths and phrases.first_match(e.text, self.config.phrases.gap) is not None:
+            if add:
+                self._signal_claims[id(e)] = e
+            else:
+                self._signal_claims.pop(id(e), None)
+
+    # --- what an arrival can change
+
+    def _touch(self, e: Event) -> None:
+        self._dirty[id(e)] = e
+
+    def _touch_neighbours(self, e: Event, a: _Agent) -> None:
+        """Decisions of e's agent whose outcome can depend on e: refusals it may follow up, labelled decisions
+        it may answer, and the next answer to the same prompt.
+        """
+        lo, hi = a.between(e.ts - self.config.scoring.follow_up - timedelta(microseconds=1), e.ts)
+        for d in a.events[lo:hi]:
+            if d.kind == "refusal":
+                self._touch(d)
+        for decision_id in a.labelled:
+            labelled = self._winner.get(decision_id)
+            if labelled is not None and labelled.ts <= e.ts:
+                self._touch(labelled)
+        key = self._prompt_key(e.prompt)
+        if key is not None:
+            group = self._prompts.get((e.agent, key), [])
+            j = bisect.bisect_right(group, _sort_key(e), key=_sort_key)
+            if j < len(group):
+                self._touch(group[j])
+
+    def _touch_prompted_after(self, t: datetime) -> None:
+        """A state change at ``t``: every repeat answered at or after ``t`` may now be exempt, or no longer."""
+        for a in self._agents.values():
+            lo = bisect.bisect_left(a.events, t, key=_ts)
+            for d in a.events[lo:]:
+                if d.prompt is not None:
+                    self._touch(d)
+
+    def _touch_path(self, path: str, old: FileEntry | None, new: FileEntry | None) -> None:
+        """A file-index change: decisions naming the path, the repeats after them, and signal gap claims."""
+        for d in list(self._by_path.get(path, {}).values()):
+            self._touch(d)
+            key = self._prompt_key(d.prompt)
+            if key is not None:
+                group = self._prompts.get((d.agent, key), [])
+                j = bisect.bisect_right(group, _sort_key(d), key=_sort_key)
+                if j < len(group):
+                    self._touch(group[j])
+        if not any(rx.fullmatch(path) for rx in self._signal_globs):
+            return
+        created = {f.created for f in (old, new) if f is not None}
+        for d in self._signal_claims.values():
+            if any(c <= d.ts < c + self._max_within for c in created):
+                self._touch(d)
+
+    def _touch_citing(self, keys: set[tuple[str, str]]) -> None:
+        """New checks of these targets: every decision citing one re-evaluates source_verifiability."""
+        if not keys or self._bulk:
+            return
+        for a in self._agents.values():
+            for d in a.events:
+                if d.citations and any((c.type, c.target) in keys for c in d.citations):
+                    self._touch(d)
+
+    def _show_label(self, label: Label) -> None:
+        self._labels[label.decision].append(label)
+        d = self._winner.get(label.decision)
+        if d is not None and self._is_decision(d):
+            self._agents[d.agent].labelled.add(d.id)
+            self._touch(d)
+
+    def _show_check(self, c: CheckResult) -> bool:
+        """Make a visible check current if it is the latest conclusive one of its target."""
+        if c.ok is None:
+            return False
+        key = (c.type, c.target)
+        prev = self.latest_checks.get(key)
+        if prev is None or (c.checked_at, c.seq) >= (prev.checked_at, prev.seq):
+            self.latest_checks[key] = c
+            return True
+        return False
+
+    # --- time
+
+    def _advance(self, at: datetime) -> None:
+        """Move T forward: show what is now in the past, and re-evaluate outcomes whose validity ran out."""
+        self.at = at
+        while self._hidden and self._hidden[0][0] <= at:
+            e = heapq.heappop(self._hidden)[2]
+            if id(e) in self._removed:
+                self._removed.discard(id(e))
+            else:
+                self._show(e)
+        while self._hidden_labels and self._hidden_labels[0][0] <= at:
+            self._show_label(heapq.heappop(self._hidden_labels)[2])
+        shown: set[tuple[str, str]] = set()
+        while self._hidden_checks and self._hidden_checks[0][0] <= at:
+            c = heapq.heappop(self._hidden_checks)[2]
+            if self._show_check(c):
+                shown.add((c.type, c.target))
+        self._touch_citing(shown)
+        while self._file_times and self._file_times[0][0] <= at:
+            path = heapq.heappop(self._file_times)[1]
+            entry = self._files.get(path)
+            self._touch_path(path, entry, entry)
+        while self._expiry and self._expiry[0][0] <= at:
+            self._touch(heapq.heappop(self._expiry)[2])
+
+    def _rebuild(self, at: datetime) -> None:
+        """Index every stored record afresh for ``at`` (first evaluation, or the clock went back)."""
+        events = list(self._stored_events())
+        labels = [lb for lbs in self._labels.values() for lb in lbs] + [h[2] for h in self._hidden_labels]
+        files = dict(self._files)
+        checks = self._all_checks
+        self.__init__(self.config)  # type: ignore[misc]
+        self._fresh = False
+        self.at = at
+        self._bulk = True
+        visible = sorted((e for e in events if e.ts <= at), key=_sort_key)
+        for e in visible:
+            if e.line is None:
+                self._documents.setdefault(e.path, []).append(e)
+            self._show(e)
+        for e in events:
+            if e.ts > at:
+                if e.line is None:
+                    self._documents.setdefault(e.path, []).append(e)
+                heapq.heappush(self._hidden, (e.ts, next(self._seq), e))
+        # Everything is dirty already: labels, checks and files need no per-record invalidation.
+        self.add_labels(labels)
+        self.add_checks(checks)
+        for path, entry in files.items():
+            self.put_file(path, entry)
+        self._bulk = False
+        self._advance(at)
+
+    def _stored_events(self) -> Iterator[Event]:
+        yield from self._winner.values()
+        for rest in self._shadowed.values():
+            yield from rest
+        for _, _, e in self._hidden:
+            if id(e) not in self._removed:
+                yield e
+
+    # --- outcomes and windows
+
+    def _reevaluate(self, e: Event) -> None:
+        a = self._agents.get(e.agent)
+        i = a.index(e) if a is not None else None
+        if a is None or i is None:
+            return  # departed since it was marked
+        cfg = self.config.scoring
+        counts = [0] * _WIDTH
+        until = _NEVER
+        for name in COMPONENTS:
+            if name == consistency_under_repeat.NAME:
+                continue
+            o = RULES[name](e, self, _NO_WIDTH)
+            s = _SLOT[name]
+            counts[s], counts[s + 1], counts[s + 2] = o.passed, o.counted, int(o.pending)
+            if o.pending:
+                until = min(until, self._deadline(name, e))
+        for c in e.citations:
+            check = self.checks.get((c.type, c.target))
+            if check is not None:
+                until = min(until, check.checked_at + cfg.check_max_age)
+        counts[_FALSE_GAP] = int(self._false_gap(e))
+        p = self.previous_same_prompt(e)
+        pts = None
+        if p is not None:
+            o = consistency_under_repeat.compare(e, p, self)
+            if o.counted:  # never pending; a — adds nothing to any window
+                counts[_CONS], counts[_CONS + 1], counts[_CONS + 2] = o.passed, o.counted, int(o.pending)
+                pts = p.ts
+        old = a.pts[i]
+        if old is not None:
+            del a.pts_sorted[bisect.bisect_left(a.pts_sorted, old)]
+        if pts is not None:
+            bisect.insort(a.pts_sorted, pts)
+        shared = tuple(counts)
+        a.counts[i] = self._shared.setdefault(("counts", shared), shared)
+        a.pts[i] = pts
+        a.version = next(self._seq)  # model-wide: an agent removed and re-created never repeats a version
+        if until < _NEVER:
+            heapq.heappush(self._expiry, (until, next(self._seq), e))
+
+    def _false_gap(self, e: Event) -> bool:
+        return gap_surfacing_rate.is_false_gap(gap_surfacing_rate.evaluate(e, self, _NO_WIDTH))
+
+    def _deadline(self, name: str, e: Event) -> datetime:
+        """When a pending outcome of ``name`` is decided by time alone."""
+        cfg = self.config.scoring
+        if name == refusal_correctness.NAME:
+            return e.ts + cfg.follow_up
+        if name == gap_surfacing_rate.NAME:
+            return e.ts + cfg.gap_grace
+        if name == self_correction_rate.NAME:
+            downs = self.current_down_labels(e.id)
+            return min(lb.ts for lb in downs) + cfg.correction_within if downs else self.at
+        return self.at  # pragma: no cover - the other rules are never pending
+
+    def _window(self, name: str, width: timedelta) -> WindowResult:
+        at = self.at
+        listing = max(self.config.scoring.longest_window, width)
+        edge = at - width
+        agents: dict[str, AgentResult] = {}
+        for agent in sorted(self._agents):
+            a = self._agents[agent]
+            if not a.events or not a.events[-1].ts > at - listing:
+                continue
+            lo = bisect.bisect_right(a.events, edge, key=_ts)
+            stale = bisect.bisect_right(a.pts_sorted, edge)
+            key = (a.version, lo, stale, len(a.events))
+            cached = self._results.get((agent, name))
+            if cached is not None and cached[0] == key:
+                agents[agent] = cached[1]
+                continue
+            result = self._sum(agent, a, lo, edge)
+            self._results[(agent, name)] = (key, result)
+            agents[agent] = result
+        return WindowResult(at, name, width, self.config.weights_active, agents)
+
+    def _sum(self, agent: str, a: _Agent, lo: int, edge: datetime) -> AgentResult:
+        rows = a.counts[lo:]
+        totals = list(_ZERO)
+        for start in range(0, len(rows), 4096):  # columns summed in C, a bounded number of rows at a time
+            for k, col in enumerate(zip(*rows[start:start + 4096], strict=True)):
+                totals[k] += sum(col)
+        # A repeat whose previous answer left the window counts as — (spec 3.5: both answers in the window).
+        for pts, counts in zip(a.pts[lo:], rows, strict=True):
+            if pts is not None and pts <= edge:
+                for k in range(_CONS, _CONS + 3):
+                    totals[k] -= counts[k]
+        components = {
+            n: ComponentResult(totals[s], totals[s + 1], totals[s + 2]) for n, s in _SLOT.items()
+        }
+        return summarise(agent, len(rows), components, totals[_FALSE_GAP], self.config)
+
+
+__all__ = ["LiveModel", "reduce_text"]

@@ -1,0 +1,345 @@
+"""The daemon's incremental model (scorers/live.py) agrees with the pure evaluation, field by field.
+
+Random record sets arrive in random chunks (events in any read order, duplicate ids, Markdown decisions
+edited and deleted, labels, checks, file-index changes, records dated after T) while T moves forward
+and sometimes back; after every evaluation each window's ``score --json`` object and each agent's audit
+rows must equal what :func:`scorers.score.evaluate` computes from scratch over the same records.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collectors import phrases
+from collectors.records import CheckResult, Event, FileEntry, Label
+from daemon.config import Config, GitHub, Phrases
+from scorers.context import Context, Records
+from scorers.live import LiveModel, reduce_text
+from scorers.score import RULES, evaluate_window, to_json
+from tests.helpers import T0, ev
+
+CFG = Config(github=GitHub(repo="acme/app"))
+IDS = [f"d{i}" for i in range(14)]
+TEXTS = [
+    "All good.", "No data yet.", "No, because red; instead wait.", "You're right, my mistake.",
+    "No recent findings.", "See Issue #4", "see [source:docs/a.md]", "see [source:docs/ghost.md]",
+    "https://x.org/ok", "https://x.org/dead", "run #1234567", "The report hasn't been generated yet.",
+    "no data: see [source:findings/f1.md]", "Refused due to the freeze. Alternatively ask ops; Issue #9",
+]
+KINDS = ["dm", "refusal", "ack", "finding", "commit", "resolution", "tool_call", "push", "note"]
+PATHS = ["docs/a.md", "docs/ghost.md", "findings/f1.md", "findings/f2.md", "findings/f3.md"]
+TARGETS = [("https://x.org/ok", "url"), ("https://x.org/dead", "url"), ("run:1234567", "run"),
+           ("docs/a.md", "path"), ("#9", "issue"), ("docs/ghost.md", "path")]
+#: Times cluster around instants a few minutes apart, so follow-ups, replies, repeats and state changes fall
+#: inside each other's grace periods, and around window and check-age edges (minutes from T0).
+DAY_M = 60 * 24
+ANCHORS = [-DAY_M * 31, -DAY_M * 29, -DAY_M * 7, -DAY_M * 2, -DAY_M, -120, -60, -30, -10, -5, -2, 0, 3, 30, 90]
+minutes = st.builds(lambda a, d: a + d, st.sampled_from(ANCHORS), st.integers(-6, 6))
+STEPS = [0, 1, 2, 4, 6, 30, 61, 60 * 24, 60 * 24 * 6, 60 * 24 * 23, -3, -60 * 24 * 2]
+
+
+def _at(m: int) -> Any:
+    return T0 + timedelta(minutes=m)
+
+
+class _Lines:
+    """Unique read positions for the heartbeat events of one example."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def next(self) -> int:
+        self.n += 1
+        return self.n
+
+
+@st.composite
+def heartbeat(draw: st.DrawFn, lines: _Lines) -> Event:
+    agent = draw(st.sampled_from(["ada", "bo"]))
+    return ev(
+        draw(st.sampled_from(IDS)), _at(draw(minutes)), agent=agent, kind=draw(st.sampled_from(KINDS)),
+        thread=draw(st.sampled_from([None, "t1", "t2"])), text=draw(st.sampled_from(TEXTS)),
+        prompt=draw(st.sampled_from([None, "where?", "WHERE? ", "why"])),
+        subject=tuple(draw(st.lists(st.sampled_from(PATHS), max_size=1))),
+        corrects=draw(st.sampled_from([None, *IDS[:4]])),
+        reason=draw(st.sampled_from([None, "freeze"])),
+        path=draw(st.sampled_from(["heartbeats/ada.jsonl", "heartbeats/bo.jsonl"])), line=lines.next(),
+    )
+
+
+@st.composite
+def document(draw: st.DrawFn, path: str) -> list[Event]:
+    if draw(st.booleans()):
+        return []  # deleted
+    kind = "finding" if path.startswith("findings/") else "brief"
+    return [ev(draw(st.sampled_from(IDS)), _at(draw(minutes)), agent=draw(st.sampled_from(["ada", "bo"])), kind=kind,
+               text=draw(st.sampled_from(TEXTS)), path=path, markdown=True,
+               subject=tuple(draw(st.lists(st.sampled_from(PATHS), max_size=1))))]
+
+
+@st.composite
+def file_entry(draw: st.DrawFn) -> FileEntry | None:
+    if draw(st.integers(0, 4)) == 0:
+        return None
+    created = draw(minutes)
+    modified = sorted(draw(st.lists(st.integers(created, created + 60 * 24 * 3), max_size=2)))
+    deleted = draw(st.one_of(st.none(), st.integers(created, created + 60 * 24 * 5)))
+    return FileEntry("", _at(created), tuple(_at(m) for m in modified), None if deleted is None else _at(deleted))
+
+
+@st.composite
+def steps(draw: st.DrawFn) -> list[tuple[Any, ...]]:
+    lines = _Lines()
+    seq = iter(range(1, 10**6))
+    out: list[tuple[Any, ...]] = []
+    now = draw(minutes)
+    for _ in range(draw(st.integers(1, 14))):
+        op = draw(st.sampled_from(["events", "events", "labels", "checks", "file", "doc", "eval", "eval"]))
+        if op == "events":
+            out.append(("events", draw(st.lists(heartbeat(lines), min_size=1, max_size=12))))
+        elif op == "labels":
+            out.append(("labels", [
+                Label(_at(draw(minutes)), draw(st.sampled_from(IDS)), draw(st.sampled_from(["up", "down", "down"])),
+                      draw(st.sampled_from(["rev1", "rev2"])), "labels/r.jsonl", lines.next())
+                for _ in range(draw(st.integers(1, 4)))
+            ]))
+        elif op == "checks":
+            out.append(("checks", [
+                CheckResult(*draw(st.sampled_from(TARGETS)),
+                            _at(draw(minutes) - draw(st.sampled_from([0, 60 * 24 * 20, 60 * 24 * 29]))),
+                            draw(st.sampled_from([True, False, None])), 200, next(seq))
+                for _ in range(draw(st.integers(1, 3)))
+            ]))
+        elif op == "file":
+            path = draw(st.sampled_from(PATHS))
+            entry = draw(file_entry())
+            out.append(("file", path, None if entry is None else FileEntry(path, entry.created, entry.modified,
+                                                                          entry.deleted)))
+        elif op == "doc":
+            path = draw(st.sampled_from(["findings/f1.md", "findings/f2.md", "briefs/b1.md"]))
+            out.append(("doc", path, draw(document(path))))
+        else:
+            now += draw(st.sampled_from(STEPS))
+            out.append(("eval", now))
+    out.append(("eval", now + draw(st.integers(0, 60 * 24 * 40))))
+    return out
+
+
+class _Stored:
+    """What the store would hold after the same steps (the input of the pure evaluation)."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.labels: list[Label] = []
+        self.checks: list[CheckResult] = []
+        self.files: dict[str, FileEntry] = {}
+
+    def records(self) -> Records:
+        return Records(list(self.events), list(self.labels), dict(self.files), list(self.checks))
+
+
+def _rows(result: Any) -> list[tuple[str, Any, list[tuple[str, str]]]]:
+    return [(r.decision.id, r.decision.order, [(r.outcomes[n].mark, r.outcomes[n].why) for n in RULES])
+            for r in result.rows]
+
+
+def _apply(model: LiveModel, stored: _Stored, step: tuple[Any, ...]) -> None:
+    """One non-evaluation step, applied to the model and to the plain record list alike."""
+    op = step[0]
+    if op == "events":
+        model.add_events(step[1])
+        stored.events.extend(step[1])
+    elif op == "labels":
+        model.add_labels(step[1])
+        stored.labels.extend(step[1])
+    elif op == "checks":
+        model.add_checks(step[1])
+        stored.checks.extend(step[1])
+    elif op == "file":
+        model.put_file(step[1], step[2])
+        if step[2] is None:
+            stored.files.pop(step[1], None)
+        else:
+            stored.files[step[1]] = step[2]
+    else:
+        assert op == "doc"
+        model.replace_document(step[1], step[2])
+        stored.events = [e for e in stored.events if not (e.line is None and e.path == step[1])] + step[2]
+
+
+def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict[str, Any]]:
+    """Apply ``program`` to a model and to a plain record list; compare after every evaluation.
+
+    Returns the model's 7d ``score --json`` agents of each evaluation.
+    """
+    model = LiveModel(config)
+    stored = _Stored()
+    outputs = []
+    for step in program:
+        if step[0] != "eval":
+            _apply(model, stored, step)
+            continue
+        at = _at(step[1])
+        live = model.evaluate(at)
+        ctx = Context(stored.records(), at, config)
+        for name, _ in config.scoring.windows:
+            pure = evaluate_window(ctx, name)
+            assert to_json(live[name]) == to_json(pure), (name, at)
+            for agent, expected in pure.agents.items():
+                audit = model.agent_result(agent, name)
+                assert audit is not None and _rows(audit) == _rows(expected), (name, agent)
+        outputs.append(to_json(live["7d"])["agents"])
+    return outputs
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(steps())
+def test_incremental_model_equals_pure_evaluation(program: list[tuple[Any, ...]]) -> None:
+    assert len(run_steps(program)) == sum(1 for s in program if s[0] == "eval")
+
+
+def test_a_long_stream_of_small_arrivals_matches() -> None:
+    """The daemon's case: one event at a time, T moving a little each time, labels and checks between."""
+    program: list[tuple[Any, ...]] = []
+    for i in range(300):
+        line = i + 1
+        m = -60 * 24 * 2 + i * 7
+        text = TEXTS[i % len(TEXTS)]
+        kind = KINDS[i % 7]
+        program.append(("events", [ev(f"e{i % 250}", _at(m), agent=("ada", "bo", "cy")[i % 3], kind=kind, text=text,
+                                      thread=f"t{i % 4}", prompt=("p1", None, "p2")[i % 3], line=line,
+                                      path="heartbeats/h.jsonl")]))
+        if i % 17 == 0:
+            program.append(("labels", [Label(_at(m + 1), f"e{i - 3}", "down", "rev1", "labels/r.jsonl", line)]))
+        if i % 41 == 0:
+            program.append(("checks", [CheckResult("https://x.org/ok", "url", _at(m - 60 * 24 * 29), True, 200, i)]))
+        if i % 29 == 0:
+            program.append(("file", "findings/f1.md", FileEntry("findings/f1.md", _at(m - 5))))
+        program.append(("eval", m + 2))
+    outputs = run_steps(program)
+    assert len(outputs) == 300 and outputs[-1]["ada"]["decisions"] > 0
+
+
+def test_reduce_text_keeps_every_phrase_match() -> None:
+    ph = Phrases()
+    vocabulary = [*ph.reason, *ph.alternatives, *ph.gap, *ph.acknowledgement, "no recent findings", "data"]
+    probes = vocabulary  # the promise covers the phrases the rules ask about, which are all in the vocabulary
+    for text in [*TEXTS, "NO DATA, because: reason: the data is not available yet — instead, alternatively",
+                 "databases have no database", "Nodata", "İstanbul no data"]:
+        reduced = reduce_text(text, vocabulary)
+        for q in probes:
+            assert phrases.matches(reduced, q) == phrases.matches(text, q), (text, q)
+
+
+def test_model_with_no_records_lists_no_agent() -> None:
+    model = LiveModel(CFG)
+    assert all(not w.agents for w in model.evaluate(T0).values())
+    assert model.agent_result("ada", "24h") is None
+
+
+def test_only_the_touched_agent_is_re_evaluated() -> None:
+    """After one new event, the model runs the rules for that event and its neighbours, not the fleet."""
+    model = LiveModel(CFG)
+    model.add_events(ev(f"e{a}-{i}", _at(-i * 10), agent=f"agent{a}", line=a * 1000 + i, path="heartbeats/h.jsonl",
+                        text="see [source:docs/a.md]") for a in range(20) for i in range(50))
+    model.evaluate(T0)
+    assert model.evaluated == 1000
+    model.add_events([ev("new", _at(1), agent="agent3", line=99999, path="heartbeats/h.jsonl")])
+    after = model.evaluate(_at(2))
+    assert model.evaluated == 1
+    assert after["24h"].agents["agent3"].decisions == 51
+
+
+def _e(id: str, m: int, text: str = "All good.", line: int = 0, **fields: Any) -> Event:
+    return ev(id, _at(m), text=text, line=line or 100 + abs(hash(id)) % 10**6, path="heartbeats/h.jsonl", **fields)
+
+
+#: One program per way a late record changes an outcome already cached (each was a surviving mutant once).
+SCENARIOS: dict[str, list[tuple[Any, ...]]] = {
+    "late follow-up turns a failed refusal into ✓": [
+        ("events", [_e("r", 0, "No, because red; instead wait.", kind="refusal", thread="t1", line=1)]),
+        ("eval", 10),
+        ("events", [_e("f", 2, "ok", kind="dm", thread="t1", line=2)]),
+        ("eval", 11),
+    ],
+    "late reply answers a 👎": [
+        ("events", [_e("d", 0, "see [source:docs/a.md]", thread="t1", line=1)]),
+        ("labels", [Label(_at(1), "d", "down", "rev1", "labels/r.jsonl", 1)]),
+        ("eval", 120),
+        ("events", [_e("reply", 5, "You're right, my mistake.", thread="t1", line=2)]),
+        ("eval", 121),
+    ],
+    "late state change exempts a repeat": [
+        ("events", [_e("p1", 0, "https://x.org/ok", prompt="where?", line=1),
+                    _e("p2", 10, "https://x.org/dead", prompt="where?", line=2)]),
+        ("eval", 20),
+        ("events", [_e("c", 5, kind="commit", line=3)]),
+        ("eval", 21),
+    ],
+    "late repeat in the middle changes the next answer's previous": [
+        ("events", [_e("p1", 0, "https://x.org/ok", prompt="where?", line=1),
+                    _e("p3", 10, "https://x.org/dead", prompt="where?", line=3)]),
+        ("eval", 20),
+        ("events", [_e("p2", 5, "https://x.org/dead", prompt="where?", line=2)]),
+        ("eval", 21),
+    ],
+    "late finding answers a signal gap claim": [
+        ("events", [_e("g", 0, "No recent findings.", line=1)]),
+        ("eval", 10),
+        ("file", "findings/f1.md", FileEntry("findings/f1.md", _at(-60))),
+        ("eval", 11),
+    ],
+    "late file makes a ghost path real": [
+        ("events", [_e("g", 0, "see [source:docs/a.md]", line=1)]),
+        ("eval", 10),
+        ("file", "docs/a.md", FileEntry("docs/a.md", _at(-60))),
+        ("eval", 11),
+    ],
+    "a check ages out while its decision stays in the window": [
+        ("checks", [CheckResult("https://x.org/ok", "url", _at(-60 * 24 * 29), True, 200, 1)]),
+        ("events", [_e("u", 0, "https://x.org/ok", line=1)]),
+        ("eval", 1),
+        ("eval", 60 * 24 * 2),
+    ],
+    "a new check replaces the cached result": [
+        ("events", [_e("u", 0, "https://x.org/ok", line=1)]),
+        ("eval", 1),
+        ("checks", [CheckResult("https://x.org/ok", "url", _at(0), False, 404, 1)]),
+        ("eval", 2),
+    ],
+    "an earlier duplicate id in read order takes over": [
+        ("events", [_e("x", 0, "https://x.org/ok", line=5)]),
+        ("eval", 1),
+        ("events", [_e("x", 0, "All good.", kind="refusal", line=2)]),
+        ("eval", 2),
+    ],
+    "an edited then deleted finding": [
+        ("doc", "findings/f1.md", [ev("m", _at(0), kind="finding", path="findings/f1.md", markdown=True,
+                                      text="no data: see [source:findings/f1.md]")]),
+        ("eval", 1),
+        ("doc", "findings/f1.md", [ev("m", _at(0), kind="finding", path="findings/f1.md", markdown=True)]),
+        ("eval", 2),
+        ("doc", "findings/f1.md", []),
+        ("eval", 3),
+    ],
+    "records dated after T appear when T reaches them, and the clock may step back": [
+        ("events", [_e("a", 0, line=1), _e("b", 30, "No, because red; instead wait.", kind="refusal", line=2)]),
+        ("labels", [Label(_at(40), "a", "down", "rev1", "labels/r.jsonl", 1)]),
+        ("eval", 1),
+        ("eval", 45),
+        ("eval", 2),
+        ("eval", 60 * 3),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_late_record_scenarios(name: str) -> None:
+    outputs = run_steps(SCENARIOS[name])
+    # The last two evaluations must differ for the scenario to test anything: a cached outcome had to change.
+    assert outputs[-1] != outputs[-2]
