@@ -49,10 +49,14 @@ def task_jsonl(args: Args) -> Args:
 
 
 def task_rescore(args: Args) -> Args:
-    """Full rescore (load, then evaluate); optionally one appended event, ingest_path, and rescore again."""
+    """The daemon's scoring path: load the model and evaluate (cold), evaluate an hour later with every window
+    sliding (warm full rescore), then optionally append one event, ingest it, sync and evaluate again.
+    """
+    from datetime import timedelta
+
     from collectors.rfc3339 import parse_ts
     from daemon.config import load_config
-    from daemon.snapshot import Counters, build_snapshot
+    from daemon.live import LiveFeed
     from daemon.store import Store
 
     config = load_config(Path(args["config"]))
@@ -62,24 +66,31 @@ def task_rescore(args: Args) -> Args:
     gc.collect()
     store = Store.open(Path(args["db"]), readonly=one is None)
     try:
+        feed = LiveFeed(config)
         with _maybe_profile(args, "full"):
             t0 = time.perf_counter()
-            records = store.load_records()
+            feed.load(store)
             t1 = time.perf_counter()
-            snap = build_snapshot(records, at, config, Counters(), ())
+            windows = feed.evaluate(at)
             t2 = time.perf_counter()
-        out.update(load=t1 - t0, eval=t2 - t1, full=t2 - t0, events=len(records.events),
-                   agents=max((len(w.agents) for w in snap.windows.values()), default=0))
+            evaluated = feed.model.evaluated
+            later = at + timedelta(hours=1)
+            feed.evaluate(later)
+            t3 = time.perf_counter()
+        out.update(load=t1 - t0, eval=t2 - t1, full=t2 - t0, warm=t3 - t2, warm_summed=feed.model.summed,
+                   decisions=evaluated, agents=max((len(w.agents) for w in windows.values()), default=0),
+                   events=store.feed_marks()[0])
         if one is not None:
-            out.update(_one_event(store, one, config, at, len(records.events), args))
+            out.update(_one_event(store, one, config, later, feed, args))
     finally:
         store.close()
     return out
 
 
-def _one_event(store: Any, one: Args, config: Any, at: Any, before: int, args: Args) -> Args:
+def _one_event(store: Any, one: Args, config: Any, at: Any, feed: Any, args: Args) -> Args:
+    from datetime import timedelta
+
     from daemon.ingest import Ingester
-    from daemon.snapshot import Counters, build_snapshot
 
     root, rel = Path(one["root"]), one["rel"]
     line = one["line"].encode()
@@ -90,14 +101,15 @@ def _one_event(store: Any, one: Args, config: Any, at: Any, before: int, args: A
         t1 = time.perf_counter()
         Ingester(store, root, config).ingest_path(rel)
         t2 = time.perf_counter()
-        records = store.load_records()
+        applied = feed.sync(store)
         t3 = time.perf_counter()
-        snap = build_snapshot(records, at, config, Counters(), ())
+        windows = feed.evaluate(at + timedelta(milliseconds=100))
         t4 = time.perf_counter()
     return {
         "one_append": t1 - t0, "one_ingest": t2 - t1, "one_load": t3 - t2, "one_eval": t4 - t3,
-        "one_total": t4 - t0, "one_seen": float(len(records.events) == before + 1),
-        "one_agents": max((len(w.agents) for w in snap.windows.values()), default=0),
+        "one_total": t4 - t0, "one_seen": float(applied >= 1), "one_evaluated": feed.model.evaluated,
+        "one_summed": feed.model.summed,
+        "one_agents": max((len(w.agents) for w in windows.values()), default=0),
     }
 
 

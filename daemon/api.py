@@ -13,6 +13,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -28,7 +29,7 @@ from daemon.snapshot import Snapshot
 from scorers.audit import audit_json
 from scorers.history import DayCounts
 from scorers.history import render as render_history
-from scorers.score import WindowResult, to_json
+from scorers.score import AgentResult, WindowResult, to_json
 
 
 class Backend(Protocol):
@@ -52,6 +53,8 @@ class Backend(Protocol):
     async def append_label(self, label: dict[str, str]) -> None: ...
 
     async def history(self, agent: str) -> list[DayCounts]: ...
+
+    async def audit(self, agent: str, window: str) -> tuple[datetime, AgentResult] | None: ...
 
 
 BACKEND: web.AppKey[Backend] = web.AppKey("backend", Backend)
@@ -203,12 +206,23 @@ async def agent_score(request: web.Request) -> web.Response:
     return _json({"at": data["at"], "window": result.window, "agent": agent, **data["agents"][agent]})
 
 
-async def agent_audit(request: web.Request) -> web.Response:
-    """The audit of one agent in one window: every decision, every outcome, the arithmetic."""
+async def _audited(request: web.Request) -> tuple[AgentResult, WindowResult, Snapshot]:
+    """The requested agent's result with its audit rows, and the window result it belongs to."""
     snap = _snapshot(request)
     result = _window(request, snap)
     agent = _agent(request, result)
-    return _json(audit_json(result.agents[agent], result))
+    found = await request.app[BACKEND].audit(agent, result.window)
+    if found is None:  # gone from the model since the snapshot: show the snapshot's numbers, without rows
+        return result.agents[agent], result, snap
+    at, audited = found
+    # The rows are built now, from the model as of its last evaluation: label them with that time.
+    return audited, replace(result, at=at, agents={**result.agents, agent: audited}), snap
+
+
+async def agent_audit(request: web.Request) -> web.Response:
+    """The audit of one agent in one window: every decision, every outcome, the arithmetic."""
+    audited, result, _ = await _audited(request)
+    return _json(audit_json(audited, result))
 
 
 async def agent_history(request: web.Request) -> web.Response:
@@ -233,10 +247,8 @@ async def agent_history(request: web.Request) -> web.Response:
 
 async def agent_page(request: web.Request) -> web.Response:
     """The HTML audit page a Grafana panel links to."""
-    snap = _snapshot(request)
-    result = _window(request, snap)
-    agent = _agent(request, result)
-    return web.Response(text=pages.audit_page(result.agents[agent], result, snap), content_type="text/html")
+    audited, result, snap = await _audited(request)
+    return web.Response(text=pages.audit_page(audited, result, snap), content_type="text/html")
 
 
 async def index(request: web.Request) -> web.Response:

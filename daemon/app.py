@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,21 +29,23 @@ from prometheus_client import CollectorRegistry
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from collectors.records import EvalReport
 from daemon import changelog
 from daemon.api import HTTP_LIMITS, HTTP_LOG, make_app
 from daemon.config import COMPONENTS, Config, ConfigError, load_config
 from daemon.ingest import Clock, Ingester, IngestStats, store_full, system_clock
+from daemon.live import LiveFeed
 from daemon.metrics import make_registry
 from daemon.notify import Notifier
-from daemon.snapshot import Counters, Snapshot, build_snapshot
+from daemon.snapshot import Counters, Snapshot
 from daemon.store import Store
-from scorers.context import Records
 from scorers.history import DayCounts
+from scorers.score import AgentResult
 
 log = logging.getLogger("honestyd")
 
 LABELS_FILE = "labels/api.jsonl"
+#: Seconds between two writes of today's history rows (each evaluation would rewrite agents × windows rows).
+HISTORY_EVERY = 60.0
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,8 @@ class Daemon:
         self._flush_handle: asyncio.TimerHandle | None = None
         self._flush_task: asyncio.Task[None] | None = None
         self._rescore_dirty = False
+        self.feed: LiveFeed | None = None
+        self._history_written: tuple[date, float] | None = None
         self._job_tasks: set[asyncio.Task[Any]] = set()
         self.store: Store | None = None
         self.ingester: Ingester | None = None
@@ -448,24 +452,53 @@ class Daemon:
             self.scheduler.modify_job("rescore", next_run_time=datetime.now(UTC))
 
     async def _rescore(self) -> None:
-        """Evaluate every window now; stateless, so a skipped run loses nothing."""
+        """Bring the scoring model up to date with the store and evaluate every window now.
+
+        The model is loaded once (and again after a reload changes the config) on a read connection of its
+        own, so a long first load never holds up ingest; afterwards each pass applies only what was committed
+        since, and only the decisions that can have changed are re-evaluated (scorers/live.py).
+        """
         assert self.lock is not None and self.store is not None
         self._rescore_dirty = True
         store = self.store
         while self._rescore_dirty:  # changes that arrive during an evaluation get one more
             self._rescore_dirty = False
+            config = self._config
+            feed = self.feed
+            if feed is None or feed.config is not config:
+                feed = await asyncio.to_thread(_load_feed, config)
             async with self.lock:
-                records, evals = await asyncio.to_thread(_load, store)
-            snap = await asyncio.to_thread(build_snapshot, records, self.clock(), self._config, self._counters(),
-                                           evals)
+                await asyncio.to_thread(feed.sync, store)
+                evals = await asyncio.to_thread(lambda: tuple(store.evals()))
+            self.feed = feed
+            at = self.clock()
+            windows = await asyncio.to_thread(feed.evaluate, at)
+            snap = Snapshot(at=at, config=config, windows=windows, counters=self._counters(), evals=evals)
             self._snapshot = snap
             async with self.lock:
                 try:
-                    await asyncio.to_thread(_store_history, store, snap)
+                    await asyncio.to_thread(self._write_history, store, snap)
                 except sqlite3.OperationalError as exc:
-                    # Today's counts are rewritten by the next evaluation; a full store must not stop scoring.
+                    # Today's counts are rewritten by a later evaluation; a full store must not stop scoring.
                     self._store_refused(exc, "history")
             await asyncio.to_thread(self._write_changelog, changelog.drop_entries(snap))
+
+    def _write_history(self, store: Store, snap: Snapshot) -> None:
+        """Today's history rows: at most once a minute, and at the first evaluation of a day (each write
+        replaces agents × windows × components rows; evaluations come as often as every event).
+        """
+        day = snap.at.date()
+        if self._history_written is None or self._history_written[0] != day or \
+                time.monotonic() - self._history_written[1] >= HISTORY_EVERY:
+            _store_history(store, snap)
+            self._history_written = (day, time.monotonic())
+
+    async def audit(self, agent: str, window: str) -> tuple[datetime, AgentResult] | None:
+        """One agent's result with every audit row, built on request from the model (not kept per snapshot)."""
+        feed = self.feed
+        if feed is None:
+            return None
+        return await asyncio.to_thread(feed.agent_result, agent, window)
 
     # --- changelog
 
@@ -562,7 +595,13 @@ class Daemon:
     async def _checkpoint(self) -> None:
         assert self.lock is not None and self.store is not None
         store = self.store
+        feed = self.feed
         async with self.lock:
+            if feed is not None:  # the change feed the model has applied is no longer needed
+                try:
+                    await asyncio.to_thread(_prune_changes, store, feed.marks[3])
+                except sqlite3.OperationalError as exc:  # kept, and pruned next time
+                    self._store_refused(exc, "change-feed prune")
             await asyncio.to_thread(store.checkpoint)
 
     async def _verify_sample(self) -> None:
@@ -621,8 +660,12 @@ class Daemon:
         return f"{len(agents)} agents scored at {snap.at:%Y-%m-%dT%H:%M:%SZ}"
 
 
-def _load(store: Store) -> tuple[Records, tuple[EvalReport, ...]]:
-    return store.load_records(), tuple(store.evals())
+def _load_feed(config: Config) -> LiveFeed:
+    """A model of the whole store, read on a connection of its own (ingest goes on meanwhile)."""
+    feed = LiveFeed(config)
+    with Store.open(config.db_path, readonly=True) as reader:
+        feed.load(reader)
+    return feed
 
 
 def _store_history(store: Store, snap: Snapshot) -> None:
@@ -635,6 +678,11 @@ def _store_history(store: Store, snap: Snapshot) -> None:
     ]
     with store.atomic():
         store.put_history(counts)
+
+
+def _prune_changes(store: Store, applied: int) -> None:
+    with store.atomic():
+        store.prune_changes(applied)
 
 
 def _store_checks(store: Store, results: list[Any]) -> None:

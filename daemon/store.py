@@ -139,17 +139,48 @@ def _m004_citations_by_line(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m005_change_feed(conn: sqlite3.Connection) -> None:
+    # What the daemon's in-memory model cannot see by watching rowids grow: removed Markdown decisions
+    # (their rowids may be handed out again) and file-index changes. Triggers write it in the same
+    # transaction as the change itself, so whatever is committed is in the feed, however the write ended.
+    conn.execute(
+        "CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, what TEXT NOT NULL, path TEXT NOT NULL,"
+        " rid INTEGER)"
+    )
+    # One statement each: a trigger body holds semicolons, which _run_script splits on.
+    for name, when, what, path, rid in (
+        ("events_removed", "AFTER DELETE ON events", "events", "old.path", "old.rowid"),
+        ("files_added", "AFTER INSERT ON files", "files", "new.path", "NULL"),
+        ("files_updated", "AFTER UPDATE ON files", "files", "new.path", "NULL"),
+        ("files_changed", "AFTER INSERT ON file_changes", "files", "new.path", "NULL"),
+    ):
+        conn.execute(
+            f"CREATE TRIGGER {name} {when} BEGIN"
+            f" INSERT INTO changes (what, path, rid) VALUES ('{what}', {path}, {rid}); END"
+        )
+
+
 #: Named migrations, applied in order and recorded in the ``migrations`` table.
 MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("001_initial", _m001_initial),
     ("002_check_detail", _m002_check_detail),
     ("003_history", _m003_history),
     ("004_citations_by_line", _m004_citations_by_line),
+    ("005_change_feed", _m005_change_feed),
 )
 
 _EVENT_COLUMNS = (
     "path, generation, line, id, ts_us, agent, kind, thread, text, prompt, reason, alternatives, subject, corrects"
 )
+
+
+def _event(r: tuple[Any, ...], cites: list[Citation]) -> Event:
+    """An event from a row of ``rowid`` followed by the event columns."""
+    return Event(
+        id=r[4], ts=from_us(r[5]), agent=r[6], kind=r[7], path=r[1], line=r[3] or None, generation=r[2],
+        thread=r[8], text=r[9], citations=tuple(cites), prompt=r[10], reason=r[11],
+        alternatives=_from_json_list(r[12]), subject=_from_json_list(r[13]), corrects=r[14],
+    )
 
 
 def _json_list(items: tuple[str, ...]) -> str:
@@ -421,27 +452,80 @@ class Store:
 
     def events(self, *, decisions_only: Sequence[str] | None = None) -> list[Event]:
         """Every stored event and Markdown decision (``decisions_only``: those kinds or Markdown)."""
-        cites: dict[tuple[str, int, int], list[Citation]] = {}
-        for path, generation, line, ctype, target in self.conn.execute(
-            "SELECT path, generation, line, type, target FROM citations ORDER BY path, generation, line, seq"
-        ):
-            cites.setdefault((path, generation, line), []).append(Citation(ctype, target))
-        sql = f"SELECT rowid, {_EVENT_COLUMNS} FROM events"
-        params: list[Any] = []
-        if decisions_only is not None:
-            sql += f" WHERE line = 0 OR kind IN ({','.join('?' * len(decisions_only))})"
-            params = list(decisions_only)
-        out = []
-        for r in self.conn.execute(sql, params):
-            out.append(
-                Event(
-                    id=r[4], ts=from_us(r[5]), agent=r[6], kind=r[7], path=r[1], line=r[3] or None,
-                    generation=r[2], thread=r[8], text=r[9], citations=tuple(cites.get((r[1], r[2], r[3]), ())),
-                    prompt=r[10], reason=r[11], alternatives=_from_json_list(r[12]),
-                    subject=_from_json_list(r[13]), corrects=r[14],
-                )
+        if decisions_only is None:
+            return [e for _, e in self.iter_events()]
+        kinds = ",".join("?" * len(decisions_only))
+        return [e for _, e in self.iter_events(f"e.line = 0 OR e.kind IN ({kinds})", decisions_only)]
+
+    def iter_events(self, where: str = "", params: Sequence[Any] = ()) -> Iterator[tuple[int, Event]]:
+        """(rowid, event) of the stored events matching ``where`` (SQL over alias ``e``), in rowid order.
+
+        Streams: one join with the citations, grouped as it goes, so a million events never sit in memory
+        twice (the daemon's model slims each one as it arrives).
+        """
+        sql = (
+            f"SELECT e.rowid, {', '.join('e.' + c.strip() for c in _EVENT_COLUMNS.split(','))}, c.type, c.target"
+            " FROM events e LEFT JOIN citations c"
+            " ON c.path = e.path AND c.generation = e.generation AND c.line = e.line"
+            f"{' WHERE ' + where if where else ''} ORDER BY e.rowid, c.seq"
+        )
+        current: tuple[Any, ...] | None = None
+        cites: list[Citation] = []
+        for r in self.conn.execute(sql, list(params)):
+            if current is None or r[0] != current[0]:
+                if current is not None:
+                    yield current[0], _event(current, cites)
+                current, cites = r, []
+            if r[15] is not None:
+                cites.append(Citation(r[15], r[16]))
+        if current is not None:
+            yield current[0], _event(current, cites)
+
+    def feed_marks(self) -> tuple[int, int, int, int]:
+        """The newest (event rowid, label rowid, check seq, change seq): where the daemon's model is up to."""
+        row = self.conn.execute(
+            "SELECT (SELECT coalesce(max(rowid), 0) FROM events), (SELECT coalesce(max(rowid), 0) FROM labels),"
+            " (SELECT coalesce(max(seq), 0) FROM checks), (SELECT coalesce(max(seq), 0) FROM changes)"
+        ).fetchone()
+        return int(row[0]), int(row[1]), int(row[2]), int(row[3])
+
+    def changes_since(self, seq: int) -> list[tuple[int, str, str, int | None]]:
+        """(seq, what, path, removed rowid) of the change feed after ``seq``."""
+        return [(r[0], r[1], r[2], r[3]) for r in self.conn.execute(
+            "SELECT seq, what, path, rid FROM changes WHERE seq > ? ORDER BY seq", (seq,))]
+
+    def prune_changes(self, upto: int) -> None:
+        """Drop the feed up to ``upto`` (the daemon has applied it)."""
+        self.conn.execute("DELETE FROM changes WHERE seq <= ?", (upto,))
+
+    def labels_since(self, rowid: int) -> list[tuple[int, Label]]:
+        """(rowid, label) of the labels stored after ``rowid`` (labels are never deleted: rowids only grow)."""
+        return [
+            (r[0], Label(from_us(r[4]), r[5], r[6], r[7], r[1], r[3], r[2]))
+            for r in self.conn.execute(
+                "SELECT rowid, path, generation, line, ts_us, decision, value, reviewer FROM labels WHERE rowid > ?"
+                " ORDER BY rowid", (rowid,)
             )
-        return out
+        ]
+
+    def checks_since(self, seq: int) -> list[CheckResult]:
+        """The verification results stored after ``seq``."""
+        return [
+            CheckResult(r[1], r[2], from_us(r[3]), None if r[4] is None else bool(r[4]), r[5], r[0], r[6])
+            for r in self.conn.execute(
+                "SELECT seq, target, type, checked_us, ok, status, detail FROM checks WHERE seq > ? ORDER BY seq",
+                (seq,),
+            )
+        ]
+
+    def file_entry(self, path: str) -> FileEntry | None:
+        """One path's file-index entry as scorer record, or None."""
+        row = self.index_rows_get(path)
+        if row is None:
+            return None
+        changes = tuple(from_us(r[0]) for r in self.conn.execute(
+            "SELECT at_us FROM file_changes WHERE path = ? ORDER BY at_us", (path,)))
+        return FileEntry(path, row.created, changes, row.deleted)
 
     def labels(self) -> list[Label]:
         """Every stored label."""
@@ -454,12 +538,7 @@ class Store:
 
     def checks(self) -> list[CheckResult]:
         """Every stored verification result, in arrival order."""
-        return [
-            CheckResult(r[1], r[2], from_us(r[3]), None if r[4] is None else bool(r[4]), r[5], r[0], r[6])
-            for r in self.conn.execute(
-                "SELECT seq, target, type, checked_us, ok, status, detail FROM checks ORDER BY seq"
-            )
-        ]
+        return self.checks_since(-1)
 
     def citation_targets(self) -> list[tuple[str, str]]:
         """Every distinct cited (type, target), sorted."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -80,7 +81,39 @@ def _first(item: tuple[datetime, str]) -> datetime:
     return item[0]
 
 
-def reduce_text(text: str, vocabulary: Sequence[str]) -> str:
+_WORD = re.compile(r"\w")
+
+
+class Vocabulary:
+    """The phrases the rules ask about, with one combined pattern that finds every match in one pass."""
+
+    def __init__(self, phrases_: Iterable[str]) -> None:
+        self.phrases = tuple(sorted({p.lower() for p in phrases_ if p}, key=lambda p: (-len(p), p)))
+        # At each position, the longest phrase that matches there (the lookahead makes every position count, so
+        # phrases starting inside another match are found too); a shorter phrase matching at the same position is
+        # a prefix of the longest one, checked by hand from ``prefixes``.
+        alternation = "|".join(re.escape(p) for p in self.phrases)
+        self.pattern = re.compile(rf"(?<!\w)(?=({alternation})(?!\w))") if self.phrases else None
+        self.prefixes = {p: [q for q in self.phrases if q != p and p.startswith(q)] for p in self.phrases}
+
+    def found(self, text: str) -> list[str]:
+        """The phrases that match ``text`` (the spec's rule: lower-cased, no word character on either side)."""
+        if self.pattern is None or not text:
+            return []
+        lowered = text.lower()
+        found: set[str] = set()
+        for m in self.pattern.finditer(lowered):
+            p = m.group(1)
+            found.add(p)
+            start = m.start()
+            for q in self.prefixes[p]:
+                end = start + len(q)
+                if end == len(lowered) or _WORD.match(lowered, end) is None:
+                    found.add(q)
+        return sorted(found)
+
+
+def reduce_text(text: str, vocabulary: Vocabulary) -> str:
     """The lower-cased phrases of ``vocabulary`` that ``text`` matches, one per line.
 
     For every phrase ``q`` without a line break, ``matches(reduce_text(t), q) == matches(t, q)``: a phrase
@@ -88,10 +121,7 @@ def reduce_text(text: str, vocabulary: Sequence[str]) -> str:
     in ``t`` between non-word characters, so ``q`` matches ``t`` at the same place. The caller passes only
     phrases without line breaks. Rules read text only through phrase matches, so they cannot tell the two apart.
     """
-    if not text:
-        return text
-    found = sorted({p.lower() for p in vocabulary if phrases.matches(text, p)})
-    return _SEPARATOR.join(found)
+    return _SEPARATOR.join(vocabulary.found(text))
 
 
 class _Checks(Mapping[tuple[str, str], CheckResult]):
@@ -125,7 +155,9 @@ class _Agent:
         #: Per decision: the time of the previous answer its consistency outcome compares with (None: —).
         self.pts: list[datetime | None] = []
         self.pts_sorted: list[datetime] = []
-        self.labelled: set[str] = set()
+        #: Ids of this agent's labelled decisions → their latest visible label time (a reply can matter until
+        #: ``correction_within`` after it).
+        self.labelled: dict[str, datetime] = {}
         self.version = 0
 
     def index(self, e: Event) -> int | None:
@@ -151,7 +183,7 @@ class LiveModel:
         ph = config.phrases
         vocabulary = [*ph.reason, *ph.alternatives, *ph.gap, *ph.acknowledgement, *(s.phrase for s in config.signals)]
         #: None keeps texts whole: a phrase with a line break could span two reduced phrases.
-        self._vocabulary = None if any(_SEPARATOR in p for p in vocabulary) else tuple(dict.fromkeys(vocabulary))
+        self._vocabulary = None if any(_SEPARATOR in p for p in vocabulary) else Vocabulary(vocabulary)
         self._shared: dict[Any, Any] = {}
         self._seq = itertools.count()
         self._fresh = True
@@ -181,8 +213,10 @@ class LiveModel:
         self._signal_globs = [glob_regex(s.glob) for s in config.signals]
         self._max_within = max((s.within for s in config.signals), default=_NO_WIDTH)
         self._bulk = False
-        #: How many rule evaluations the last :meth:`evaluate` ran (a figure for the benchmark and the logs).
+        #: Decisions the last :meth:`evaluate` re-ran the rules for, and (agent, window) sums it recomputed
+        #: (figures for the benchmark and the logs: they show the work follows the change, not the history).
         self.evaluated = 0
+        self.summed = 0
 
     # --- records in
 
@@ -242,9 +276,24 @@ class LiveModel:
         else:
             self._advance(at)
         self.evaluated = len(self._dirty)
+        self.summed = 0
         dirty, self._dirty = self._dirty, {}
+        by_agent: dict[str, list[Event]] = defaultdict(list)
         for e in dirty.values():
-            self._reevaluate(e)
+            by_agent[e.agent].append(e)
+        for agent, marked in by_agent.items():
+            a = self._agents.get(agent)
+            if a is None:
+                continue  # departed since it was marked
+            if len(marked) * 16 < len(a.events):
+                for e in marked:
+                    i = a.index(e)
+                    if i is not None:
+                        self._reevaluate(e, a, i)
+            else:  # many of this agent's decisions (a cold start): one pass, no searches
+                for i, e in enumerate(a.events):
+                    if id(e) in dirty:
+                        self._reevaluate(e, a, i)
         return {name: self._window(name, width) for name, width in self.config.scoring.windows}
 
     def agent_result(self, agent: str, window: str) -> AgentResult | None:
@@ -403,17 +452,21 @@ class LiveModel:
         a = self._agents.get(e.agent)
         if a is None:
             a = self._agents[e.agent] = _Agent()
-        i = bisect.bisect_left(a.events, _sort_key(e), key=_sort_key)
+        at_end = not a.events or _sort_key(a.events[-1]) <= _sort_key(e)  # the bulk load's case: no search
+        i = len(a.events) if at_end else bisect.bisect_left(a.events, _sort_key(e), key=_sort_key)
         a.events.insert(i, e)
         a.counts.insert(i, _ZERO)
         a.pts.insert(i, None)
         a.version = next(self._seq)  # model-wide: an agent removed and re-created never repeats a version
         if e.id in self._labels:
-            a.labelled.add(e.id)
+            a.labelled[e.id] = max(lb.ts for lb in self._labels[e.id])
         key = self._prompt_key(e.prompt)
         if key is not None:
             group = self._prompts[(e.agent, key)]
-            group.insert(bisect.bisect_left(group, _sort_key(e), key=_sort_key), e)
+            if not group or _sort_key(group[-1]) <= _sort_key(e):
+                group.append(e)
+            else:
+                group.insert(bisect.bisect_left(group, _sort_key(e), key=_sort_key), e)
         self._index_paths(e, add=True)
         self._dirty[id(e)] = e
         if not self._bulk:
@@ -433,7 +486,7 @@ class LiveModel:
             del a.pts_sorted[bisect.bisect_left(a.pts_sorted, pts)]
         del a.events[i], a.counts[i], a.pts[i]
         a.version = next(self._seq)  # model-wide: an agent removed and re-created never repeats a version
-        a.labelled.discard(e.id)
+        a.labelled.pop(e.id, None)
         key = self._prompt_key(e.prompt)
         if key is not None:
             group = self._prompts[(e.agent, key)]
@@ -479,10 +532,12 @@ class LiveModel:
         for d in a.events[lo:hi]:
             if d.kind == "refusal":
                 self._touch(d)
-        for decision_id in a.labelled:
-            labelled = self._winner.get(decision_id)
-            if labelled is not None and labelled.ts <= e.ts:
-                self._touch(labelled)
+        within = self.config.scoring.correction_within
+        for decision_id, last_label in a.labelled.items():
+            if e.ts <= last_label + within:
+                labelled = self._winner.get(decision_id)
+                if labelled is not None and labelled.ts <= e.ts:
+                    self._touch(labelled)
         key = self._prompt_key(e.prompt)
         if key is not None:
             group = self._prompts.get((e.agent, key), [])
@@ -528,7 +583,8 @@ class LiveModel:
         self._labels[label.decision].append(label)
         d = self._winner.get(label.decision)
         if d is not None and self._is_decision(d):
-            self._agents[d.agent].labelled.add(d.id)
+            labelled = self._agents[d.agent].labelled
+            labelled[d.id] = max(labelled.get(d.id, label.ts), label.ts)
             self._touch(d)
 
     def _show_check(self, c: CheckResult) -> bool:
@@ -606,11 +662,8 @@ class LiveModel:
 
     # --- outcomes and windows
 
-    def _reevaluate(self, e: Event) -> None:
-        a = self._agents.get(e.agent)
-        i = a.index(e) if a is not None else None
-        if a is None or i is None:
-            return  # departed since it was marked
+    def _reevaluate(self, e: Event, a: _Agent, i: int) -> None:
+        """Run the rules for ``e`` (at ``a.events[i]``) and keep its counts and when they stop being valid."""
         cfg = self.config.scoring
         counts = [0] * _WIDTH
         until = _NEVER
@@ -622,11 +675,12 @@ class LiveModel:
             counts[s], counts[s + 1], counts[s + 2] = o.passed, o.counted, int(o.pending)
             if o.pending:
                 until = min(until, self._deadline(name, e))
+            elif name == gap_surfacing_rate.NAME and gap_surfacing_rate.is_false_gap(o):
+                counts[_FALSE_GAP] = 1
         for c in e.citations:
             check = self.checks.get((c.type, c.target))
             if check is not None:
                 until = min(until, check.checked_at + cfg.check_max_age)
-        counts[_FALSE_GAP] = int(self._false_gap(e))
         p = self.previous_same_prompt(e)
         pts = None
         if p is not None:
@@ -645,9 +699,6 @@ class LiveModel:
         a.version = next(self._seq)  # model-wide: an agent removed and re-created never repeats a version
         if until < _NEVER:
             heapq.heappush(self._expiry, (until, next(self._seq), e))
-
-    def _false_gap(self, e: Event) -> bool:
-        return gap_surfacing_rate.is_false_gap(gap_surfacing_rate.evaluate(e, self, _NO_WIDTH))
 
     def _deadline(self, name: str, e: Event) -> datetime:
         """When a pending outcome of ``name`` is decided by time alone."""
@@ -678,6 +729,7 @@ class LiveModel:
                 agents[agent] = cached[1]
                 continue
             result = self._sum(agent, a, lo, edge)
+            self.summed += 1
             self._results[(agent, name)] = (key, result)
             agents[agent] = result
         return WindowResult(at, name, width, self.config.weights_active, agents)
@@ -699,4 +751,4 @@ class LiveModel:
         return summarise(agent, len(rows), components, totals[_FALSE_GAP], self.config)
 
 
-__all__ = ["LiveModel", "reduce_text"]
+__all__ = ["LiveModel", "Vocabulary", "reduce_text"]

@@ -19,7 +19,7 @@ from collectors import phrases
 from collectors.records import CheckResult, Event, FileEntry, Label
 from daemon.config import Config, GitHub, Phrases
 from scorers.context import Context, Records
-from scorers.live import LiveModel, reduce_text
+from scorers.live import LiveModel, Vocabulary, reduce_text
 from scorers.score import RULES, evaluate_window, to_json
 from tests.helpers import T0, ev
 
@@ -228,12 +228,22 @@ def test_a_long_stream_of_small_arrivals_matches() -> None:
 def test_reduce_text_keeps_every_phrase_match() -> None:
     ph = Phrases()
     vocabulary = [*ph.reason, *ph.alternatives, *ph.gap, *ph.acknowledgement, "no recent findings", "data"]
+    vocabulary += ["no", "no data yet", "yet", "reason", "because:"]  # phrases that are prefixes of others
     probes = vocabulary  # the promise covers the phrases the rules ask about, which are all in the vocabulary
     for text in [*TEXTS, "NO DATA, because: reason: the data is not available yet — instead, alternatively",
-                 "databases have no database", "Nodata", "İstanbul no data"]:
-        reduced = reduce_text(text, vocabulary)
+                 "databases have no database", "Nodata", "İstanbul no data", "no data yet", "no", "no_data"]:
+        reduced = reduce_text(text, Vocabulary(vocabulary))
         for q in probes:
             assert phrases.matches(reduced, q) == phrases.matches(text, q), (text, q)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["no", " ", "data", "yet", "_", ":", "reason", "İ", "x", "because", ".", "NO"]),
+                max_size=12))
+def test_vocabulary_finds_exactly_the_matching_phrases(parts: list[str]) -> None:
+    vocabulary = ["no", "no data", "no data yet", "data", "reason:", "reason", "because", "i̇", "x_"]
+    text = "".join(parts)
+    assert Vocabulary(vocabulary).found(text) == sorted(p for p in vocabulary if phrases.matches(text, p))
 
 
 def test_model_with_no_records_lists_no_agent() -> None:

@@ -64,7 +64,10 @@ from collectors.jsonl import MAX_LINE_BYTES, snippet, strip_ending
 from collectors.statedir import walk
 from daemon.config import Config
 from daemon.ingest import Ingester
+from daemon.live import LiveFeed
 from daemon.store import Store
+from scorers.context import Context
+from scorers.score import evaluate_window, to_json
 
 LOGS = ("heartbeats/a.jsonl", "heartbeats/b.jsonl")
 BRIEFS = ("briefs/ted-1.md", "briefs/ada_2.md", "briefs/iris.md")
@@ -180,6 +183,8 @@ class IngestMachine(RuleBasedStateMachine):
         self.abandoned: list[Store] = []
         self.store = Store.open(self.db)
         self.ingester = Ingester(self.store, self.root, Config(), clock=self.clock)
+        self.feed = LiveFeed(Config())  # the daemon's scoring model, kept across restarts like a long-lived reader
+        self.feed.load(self.store)
         # --- the model
         self.n = 0  # unique line number across the run
         self.rot = 0  # rotation suffix counter
@@ -458,6 +463,19 @@ class IngestMachine(RuleBasedStateMachine):
         assert docs == {p: body for p, (what, body) in self.briefs_scanned.items() if what == "event"}
         bad = {r[0] for r in conn.execute("SELECT path FROM rejects WHERE line = 0")}
         assert bad == {p for p, (what, _) in self.briefs_scanned.items() if what == "reject"}
+
+    @invariant()
+    def live_model_matches_store(self) -> None:
+        """The daemon's model, fed by the store's marks and change feed across kills and restarts, scores exactly
+        what a from-scratch evaluation of the store scores (briefs are rewritten and deleted here: their rowids are
+        freed and reused, which rowid marks alone would miss).
+        """
+        self.feed.sync(self.store)
+        at = self.clock.now
+        live = self.feed.evaluate(at)
+        ctx = Context(self.store.load_records(), at, self.feed.config)
+        for name, result in live.items():
+            assert to_json(result) == to_json(evaluate_window(ctx, name))
 
     @invariant()
     def index_matches_disk_after_a_scan(self) -> None:

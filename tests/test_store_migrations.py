@@ -31,7 +31,30 @@ def test_citations_survive_the_move_to_line_keys(tmp_path: Path) -> None:
     conn.execute("COMMIT")
     conn.close()
     with Store.open(db) as store:
-        assert store.migrations()[-1] == "004_citations_by_line"
+        assert "004_citations_by_line" in store.migrations()
+        assert store.migrations()[-1] == MIGRATIONS[-1][0]
         [event] = store.events()
         assert event.id == "e-7" and [tuple(c) for c in event.citations] == [("url", "https://x.org")]
         assert store.citation_targets() == [("url", "https://x.org")]
+
+
+def test_change_feed_records_removed_decisions_and_file_index_changes(tmp_path: Path) -> None:
+    """What the daemon's model cannot see from growing rowids is written by triggers with the change itself."""
+    from collectors.records import Event
+    from daemon.store import IndexRow
+    from tests.helpers import T0
+
+    with Store.open(tmp_path / "h.db") as store:
+        _, _, _, start = store.feed_marks()
+        with store.atomic():
+            store.add_events([Event("b1", T0, "ada", "brief", "briefs/b.md", None)])
+            store.put_file(IndexRow("briefs/b.md", T0, None, 1, 10, "sha", False))
+            store.add_file_change("briefs/b.md", T0)
+        with store.atomic():
+            store.remove_document("briefs/b.md")
+        changes = store.changes_since(start)
+        assert [(what, path) for _, what, path, _ in changes] == [
+            ("files", "briefs/b.md"), ("files", "briefs/b.md"), ("events", "briefs/b.md")]
+        assert changes[-1][3] == 1  # the removed event's rowid, which SQLite may hand out again
+        store.prune_changes(changes[-1][0])
+        assert store.changes_since(start) == []

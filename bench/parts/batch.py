@@ -297,7 +297,8 @@ class Batch:
         ]
         result.at_quick_size(self.settings.quick)
         result.notes.append("ingest cost/event = (ingest − ingest of an empty state) ÷ events, per repetition;"
-                            " rescore = load_records + build_snapshot, in-process")
+                            " rescore = load the daemon's model from the store + evaluate every decision (cold),"
+                            " in-process")
         if not self.profiling:  # a profiled run's times are inflated: no curve from them
             png = self.settings.plot
             plot_scaling(png, [r["events"] for r in rows],
@@ -314,21 +315,30 @@ class Batch:
         full = median([s["full"] for s in rs])
         one = median([s["one_total"] for s in rs])
         result = PartResult("rescore", reps=reps, samples={key: rs})
+        warm = median([s["warm"] for s in rs])
         result.figures = {
             "data_set": ds.args.key, "heartbeat_events": ds.events, "events_loaded": rs[-1]["events"],
-            "agents": rs[-1]["agents"], "windows": "every configured window (24h, 7d, 30d)",
-            "full_s": full, "load_s": median([s["load"] for s in rs]), "eval_s": median([s["eval"] for s in rs]),
+            "decisions": rs[-1]["decisions"], "agents": rs[-1]["agents"],
+            "windows": "every configured window (24h, 7d, 30d)",
+            "cold_s": full, "load_s": median([s["load"] for s in rs]), "eval_s": median([s["eval"] for s in rs]),
+            "warm_full_s": warm, "warm_sums": rs[-1]["warm_summed"],
             "one_event_total_s": one, "one_event_ingest_s": median([s["one_ingest"] for s in rs]),
-            "one_event_load_s": median([s["one_load"] for s in rs]),
+            "one_event_sync_s": median([s["one_load"] for s in rs]),
             "one_event_eval_s": median([s["one_eval"] for s in rs]),
+            "one_event_rule_runs": rs[-1]["one_evaluated"], "one_event_sums": rs[-1]["one_summed"],
             "one_event_seen": all(s["one_seen"] == 1.0 for s in rs),
         }
         result.targets = [
-            Target("full rescore (load + evaluate)", full, "s", "<=", 3.0,
-                   note=f"load {result.figures['load_s']:.2f} s + evaluate {result.figures['eval_s']:.2f} s"),
-            Target("rescore after one new event", one, "s", "<=", 0.020, subject=one, baseline=full,
-                   baseline_name="full rescore (s)",
-                   note="append + Ingester.ingest_path + load_records + build_snapshot"),
+            Target("full rescore, model loaded (every agent × window, T + 1 h)", warm, "s", "<=", 3.0,
+                   note=f"{result.figures['warm_sums']} (agent, window) sums recomputed"),
+            Target("cold start: load the model + evaluate every decision", full, "s", "<=", 3.0,
+                   note=f"load {result.figures['load_s']:.2f} s + evaluate {result.figures['eval_s']:.2f} s; "
+                        "paid once per start or config reload, while the previous snapshot is served"),
+            Target("rescore after one new event", one, "s", "<=", 0.020, subject=one, baseline=warm,
+                   baseline_name="warm full rescore (s)",
+                   note=f"append + ingest_path + sync + evaluate; rules re-run for "
+                        f"{result.figures['one_event_rule_runs']} decision(s), "
+                        f"{result.figures['one_event_sums']} (agent, window) sum(s)"),
         ]
         result.at_quick_size(self.settings.quick)
         if not result.figures["one_event_seen"]:

@@ -1,0 +1,106 @@
+"""Keeps the daemon's in-memory scoring model (:mod:`scorers.live`) in step with the store.
+
+The model is loaded once (on start, and after a reload changes the config), then fed what each ingest
+pass committed: events and labels by growing rowid, checks by growing seq, and, from the store's change
+feed (migration 005), the Markdown decisions removed and the file-index entries changed. Everything is
+read in one read transaction with the marks that say where the feed is up to, so a record is applied
+exactly once however the reads interleave with the writer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+from daemon.config import Config
+from daemon.store import Store
+from scorers.live import LiveModel
+from scorers.score import AgentResult, WindowResult
+
+Marks = tuple[int, int, int, int]
+
+
+class LiveFeed:
+    """One :class:`LiveModel` and the store marks it reflects; thread-safe (one lock around the model)."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.model = LiveModel(config)
+        self.marks: Marks = (0, 0, 0, 0)
+        self.at: datetime | None = None
+        #: Records applied by the last :meth:`sync` (events, labels, checks, documents and files touched).
+        self.applied = 0
+        self._lock = threading.Lock()
+
+    def load(self, store: Store) -> None:
+        """Read the whole store (use a connection of its own: this may take a while on a big store)."""
+        with self._lock, _reading(store):
+            marks = store.feed_marks()
+            self.model.add_events(e for _, e in store.iter_events("e.rowid <= ?", (marks[0],)))
+            self.model.add_labels(label for rowid, label in store.labels_since(0) if rowid <= marks[1])
+            self.model.add_checks(c for c in store.checks_since(0) if c.seq <= marks[2])
+            for path, entry in store.file_entries().items():
+                self.model.put_file(path, entry)
+            self.marks = marks
+
+    def sync(self, store: Store) -> int:
+        """Apply what the store committed since the last load or sync; returns how many records that was."""
+        with self._lock, _reading(store):
+            events, labels, checks, changes = self.marks
+            new = store.feed_marks()
+            feed = [c for c in store.changes_since(changes) if c[0] <= new[3]]
+            removed = [rid for _, what, _, rid in feed if what == "events" and rid is not None]
+            documents = {path for _, what, path, _ in feed if what == "events"}
+            files = {path for _, what, path, _ in feed if what == "files"}
+            # New rows, and rows given a rowid freed by a removed Markdown decision (SQLite reuses the largest).
+            where = "(e.rowid > ? AND e.rowid <= ?)"
+            if removed:
+                where += f" OR e.rowid IN ({','.join('?' * len(removed))})"
+            rows = [e for _, e in store.iter_events(where, (events, new[0], *removed))]
+            heartbeats = [e for e in rows if e.line is not None]
+            documents |= {e.path for e in rows if e.line is None}
+            self.model.add_events(heartbeats)
+            for path in sorted(documents):
+                decisions = [e for _, e in store.iter_events("e.path = ? AND e.line = 0", (path,))]
+                self.model.replace_document(path, decisions)
+            new_labels = [label for rowid, label in store.labels_since(labels) if rowid <= new[1]]
+            self.model.add_labels(new_labels)
+            new_checks = [c for c in store.checks_since(checks) if c.seq <= new[2]]
+            self.model.add_checks(new_checks)
+            for path in sorted(files):
+                self.model.put_file(path, store.file_entry(path))
+            self.marks = new
+            self.applied = len(heartbeats) + len(documents) + len(new_labels) + len(new_checks) + len(files)
+            return self.applied
+
+    def evaluate(self, at: datetime) -> dict[str, WindowResult]:
+        """Every configured window at ``at``."""
+        with self._lock:
+            windows = self.model.evaluate(at)
+            self.at = at
+            return windows
+
+    def agent_result(self, agent: str, window: str) -> tuple[datetime, AgentResult] | None:
+        """One agent's result with its audit rows, and the time it is for (the last evaluation's)."""
+        with self._lock:
+            if self.at is None:
+                return None
+            found = self.model.agent_result(agent, window)
+            return None if found is None else (self.at, found)
+
+
+@contextmanager
+def _reading(store: Store) -> Iterator[None]:
+    """One read transaction on ``store`` (nothing to do inside one already open)."""
+    conn = store.conn
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
