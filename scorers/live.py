@@ -146,7 +146,7 @@ class _Checks(Mapping[tuple[str, str], CheckResult]):
 class _Agent:
     """One agent's visible decisions in (ts, read order), with their cached counts."""
 
-    __slots__ = ("counts", "events", "labelled", "pts", "pts_sorted", "version")
+    __slots__ = ("awaiting", "counts", "events", "labelled", "pts", "pts_sorted", "version")
 
     def __init__(self) -> None:
         self.events: list[Event] = []
@@ -158,6 +158,8 @@ class _Agent:
         #: Ids of this agent's labelled decisions → their latest visible label time (a reply can matter until
         #: ``correction_within`` after it).
         self.labelled: dict[str, datetime] = {}
+        #: Refusals only a later decision can decide (refusal_correctness.needs_follow_up), in (ts, read order).
+        self.awaiting: list[Event] = []
         self.version = 0
 
     def index(self, e: Event) -> int | None:
@@ -460,6 +462,8 @@ class LiveModel:
         a.version = next(self._seq)  # model-wide: an agent removed and re-created never repeats a version
         if e.id in self._labels:
             a.labelled[e.id] = max(lb.ts for lb in self._labels[e.id])
+        if refusal_correctness.needs_follow_up(e, self):
+            bisect.insort(a.awaiting, e, key=_sort_key)
         key = self._prompt_key(e.prompt)
         if key is not None:
             group = self._prompts[(e.agent, key)]
@@ -487,6 +491,8 @@ class LiveModel:
         del a.events[i], a.counts[i], a.pts[i]
         a.version = next(self._seq)  # model-wide: an agent removed and re-created never repeats a version
         a.labelled.pop(e.id, None)
+        if refusal_correctness.needs_follow_up(e, self):
+            del a.awaiting[bisect.bisect_left(a.awaiting, _sort_key(e), key=_sort_key)]
         key = self._prompt_key(e.prompt)
         if key is not None:
             group = self._prompts[(e.agent, key)]
@@ -525,18 +531,19 @@ class LiveModel:
         self._dirty[id(e)] = e
 
     def _touch_neighbours(self, e: Event, a: _Agent) -> None:
-        """Decisions of e's agent whose outcome can depend on e: refusals it may follow up, labelled decisions
-        it may answer, and the next answer to the same prompt.
+        """Decisions of e's agent whose outcome can depend on e (arriving or departing): refusals it may follow
+        up, labelled decisions in its thread it may answer, and the next answer to the same prompt.
         """
-        lo, hi = a.between(e.ts - self.config.scoring.follow_up - timedelta(microseconds=1), e.ts)
-        for d in a.events[lo:hi]:
-            if d.kind == "refusal":
+        lo = bisect.bisect_left(a.awaiting, e.ts - self.config.scoring.follow_up, key=_ts)
+        hi = bisect.bisect_left(a.awaiting, e.ts, key=_ts)
+        for d in a.awaiting[lo:hi]:
+            if refusal_correctness.follows_up(e, d):
                 self._touch(d)
         within = self.config.scoring.correction_within
         for decision_id, last_label in a.labelled.items():
             if e.ts <= last_label + within:
                 labelled = self._winner.get(decision_id)
-                if labelled is not None and labelled.ts <= e.ts:
+                if labelled is not None and labelled.ts <= e.ts and labelled.thread == e.thread:
                     self._touch(labelled)
         key = self._prompt_key(e.prompt)
         if key is not None:

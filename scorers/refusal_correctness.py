@@ -14,7 +14,7 @@ from scorers.outcome import Outcome, failed, not_applicable, passed, pending
 NAME = "refusal_correctness"
 
 
-def _follows_up(e: Event, d: Event) -> bool:
+def follows_up(e: Event, d: Event) -> bool:
     """A dm in the same thread, a decision citing an issue or a path, or a finding."""
     if e.kind == "dm" and e.thread == d.thread:
         return True
@@ -26,6 +26,17 @@ def _first_artifact(d: Event) -> str | None:
         if c.type in (ISSUE, PATH):
             return f"{c.type} {c.target}"
     return None
+
+
+def needs_follow_up(d: Event, ctx: RuleContext) -> bool:
+    """True for a refusal with a reason and alternatives but no issue or path of its own: only a later
+    decision of its agent (:func:`follows_up`) can decide it.
+    """
+    if d.kind != "refusal" or _first_artifact(d) is not None:
+        return False
+    ph = ctx.config.phrases
+    has_reason = d.reason is not None or phrases.first_match(d.text, ph.reason) is not None
+    return has_reason and (bool(d.alternatives) or phrases.first_match(d.text, ph.alternatives) is not None)
 
 
 def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
@@ -43,7 +54,7 @@ def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
         return passed(f"follow-up: cites {artifact}")
     grace = ctx.config.scoring.follow_up
     for e in ctx.agent_decisions_between(d.agent, d.ts, d.ts + grace):
-        if e is not d and _follows_up(e, d):
+        if e is not d and follows_up(e, d):
             return passed(f"follow-up: {e.kind} {e.id}")
     if d.ts + grace <= ctx.at:
         return failed(f"no follow-up within {format_duration(grace)}")

@@ -362,3 +362,33 @@ def test_promtool_check_metrics_finds_no_problems(case: str) -> None:
     report = (proc.stdout + proc.stderr).decode("utf-8", "replace")
     assert proc.returncode == 0, report
     assert report.strip() == "", report
+
+
+def test_incremental_renderer_is_byte_identical_and_renders_only_changed_agents() -> None:
+    """SnapshotRenderer (what /metrics serves) equals generate_latest of the collector, snapshot after snapshot,
+    with hostile and surrogate agent names, benchmark figures, agents changing, vanishing and coming back.
+    """
+    from dataclasses import replace
+
+    from daemon.metrics import SnapshotRenderer
+
+    renderer = SnapshotRenderer()
+    assert renderer.render(None) == _scrape(None)
+    first = _snapshot(EVALS)
+    assert renderer.render(first) == _scrape(first)
+    pairs = sum(len(w.agents) for w in first.windows.values())
+    assert renderer.rendered == pairs
+    # The same result objects again: nothing per agent is rendered.
+    again = replace(first, at=first.at + timedelta(seconds=1))
+    assert renderer.render(again) == _scrape(again)
+    assert renderer.rendered == 0
+    # One agent's 24h result changes, bob disappears from 7d: one render; the body still matches.
+    w24, w7 = first.windows["24h"], first.windows["7d"]
+    changed = replace(w24.agents["ada"], decisions=w24.agents["ada"].decisions + 1, false_gaps=9)
+    windows = {**first.windows, "24h": replace(w24, agents={**w24.agents, "ada": changed}),
+               "7d": replace(w7, agents={k: v for k, v in w7.agents.items() if k != "bob"})}
+    third = replace(again, windows=windows)
+    assert renderer.render(third) == _scrape(third)
+    assert renderer.rendered == 1
+    assert renderer.render(first) == _scrape(first)  # bob's 7d comes back: rendered again, ada's 24h too
+    assert renderer.rendered == 2

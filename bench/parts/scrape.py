@@ -44,11 +44,15 @@ def run_scrape(settings: Settings) -> dict[str, PartResult]:
         "data_set": DATA.key, "agents": out["agents"], "events": out["events"], "renders_per_rep": renders,
         "p50_s": median([r["p50"] for r in per_rep]), "p99_s": p99, "max_s": max(r["max"] for r in per_rep),
         "body_bytes": out["body_bytes"], "series": out["series"], "sql_attempts": out["sql_attempts"],
-        "store_module_loaded": out["store_module_loaded"],
+        "store_module_loaded": out["store_module_loaded"], "first_render_s": out["first_render_s"],
+        "generate_latest_s": out["generate_latest_s"], "identical_to_generate_latest": out["identical"] == 1.0,
     }
     result.targets = [
-        Target("/metrics render p99 (1,000 agents)", p99, "s", "<=", 0.050,
-               note=f"{out['series']} series, {out['body_bytes'] / 1e6:.1f} MB; render(make_registry(...)) each time"),
+        Target("/metrics render p99 (1,000 agents, one changed per snapshot)", p99, "s", "<=", 0.050,
+               subject=p99, baseline=out["generate_latest_s"], baseline_name="generate_latest of it all (s)",
+               note=f"{out['series']} series, {out['body_bytes'] / 1e6:.1f} MB; SnapshotRenderer.render per new "
+                    f"snapshot (scrapes of a snapshot are served its cached body); first render of all agents "
+                    f"{out['first_render_s']:.2f} s"),
         Target("SQL during a scrape", float(out["sql_attempts"]), "calls", "<=", 0,
                note="no store open in the process; sqlite3.connect refused during the renders"),
     ]
@@ -58,6 +62,6 @@ def run_scrape(settings: Settings) -> dict[str, PartResult]:
         result.notes.append(f"renders stopped at the {cap:.0f} s cap per repetition: {renders} instead of {RENDERS}")
     if profile is not None:
         path = settings.profile_path("scrape")
-        path.write_text(top([("render(make_registry(...)), repeated", Path(f"{profile}.scrape.prof"))]))
+        path.write_text(top([("SnapshotRenderer.render, one agent changed, repeated", Path(f"{profile}.scrape.prof"))]))
         log(f"profile written to {path.relative_to(BENCH_DIR.parent)}")
     return {"scrape": result}
