@@ -8,6 +8,7 @@ stop the scheduler, close HTTP, close the store — and the process exits 0.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -665,6 +666,10 @@ def _load_feed(config: Config) -> LiveFeed:
     feed = LiveFeed(config)
     with Store.open(config.db_path, readonly=True) as reader:
         feed.load(reader)
+    # The model is millions of long-lived objects: a full collection walking them all paused the loop's worker
+    # threads for most of a second. Frozen, the collector leaves them alone; new objects are collected as usual.
+    gc.collect()
+    gc.freeze()
     return feed
 
 

@@ -308,12 +308,18 @@ class SnapshotRenderer:
                 for family, text in cached[1].items():
                     lines.setdefault(family, []).append(text)
         self._agents = kept  # agents gone from the snapshot are forgotten
-        body = _exposition(snapshot_families(snapshot, agents=False))
-        for family, texts in lines.items():
-            marker = f"# TYPE {family} {_FAMILIES[family][0]}\n"
-            at = body.index(marker) + len(marker)
-            body = body[:at] + "".join(texts) + body[at:]
-        return body.encode("utf-8")
+        base = _exposition(snapshot_families(snapshot, agents=False))
+        # One join of the whole body: splicing family by family would copy megabytes once per family.
+        cuts = sorted((base.index(marker) + len(marker), family) for family in lines
+                      for marker in (f"# TYPE {family} {_FAMILIES[family][0]}\n",))
+        parts: list[str] = []
+        start = 0
+        for at, family in cuts:
+            parts.append(base[start:at])
+            parts.extend(lines[family])
+            start = at
+        parts.append(base[start:])
+        return "".join(parts).encode("utf-8")
 
     @staticmethod
     def _agent_lines(window: str, a: AgentResult) -> dict[str, str]:

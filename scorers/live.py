@@ -178,7 +178,6 @@ class LiveModel:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.at = _DAWN
-        self.checks: Mapping[tuple[str, str], CheckResult] = _Checks(self)
         self.latest_checks: dict[tuple[str, str], CheckResult] = {}
         self._decision_kinds = frozenset(config.decision_kinds)
         self._state_kinds = frozenset(config.state_change_kinds)
@@ -309,6 +308,13 @@ class LiveModel:
         return score_agent(agent, rows, self.config)
 
     # --- RuleContext
+
+    @property
+    def checks(self) -> Mapping[tuple[str, str], CheckResult]:
+        """The latest conclusive check per target not older than max_age (a view; built per use so the model
+        holds no reference to itself: the daemon freezes it out of the garbage collector, see daemon/app.py).
+        """
+        return _Checks(self)
 
     def agent_decisions_between(self, agent: str, after: datetime, until: datetime) -> Sequence[Event]:
         """The agent's decisions with ``after < ts ≤ until`` (and ≤ T), in (ts, read order)."""

@@ -353,3 +353,24 @@ def test_late_record_scenarios(name: str) -> None:
     outputs = run_steps(SCENARIOS[name])
     # The last two evaluations must differ for the scenario to test anything: a cached outcome had to change.
     assert outputs[-1] != outputs[-2]
+
+
+def test_a_dropped_model_is_freed_without_the_cycle_collector() -> None:
+    """The daemon freezes the loaded model out of the garbage collector (gc.freeze); a model on a reference cycle
+    would then never be freed after a reload replaced it. Reference counting alone must free it.
+    """
+    import gc
+    import weakref
+
+    model = LiveModel(CFG)
+    model.add_events([_e("u", 0, "https://x.org/ok", line=1, kind="refusal")])
+    model.add_checks([CheckResult("https://x.org/ok", "url", _at(-5), True, 200, 1)])
+    model.evaluate(_at(1))
+    assert model.agent_result("ada", "24h") is not None
+    ref = weakref.ref(model)
+    gc.disable()
+    try:
+        del model
+        assert ref() is None
+    finally:
+        gc.enable()
