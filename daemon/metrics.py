@@ -150,7 +150,8 @@ def _agent_series(out: _Families, window: str, a: AgentResult) -> None:
         out.add("honesty_component_pending", ckey, result.pending)
 
 
-def _weights(out: _Families, snapshot: Snapshot) -> None:
+def _weight_rows(snapshot: Snapshot) -> tuple[tuple[str, str, tuple[float, ...]], ...]:
+    """(agent, version, weights) of honesty_weights_info: the active version (agent ""), then each agent."""
     config = snapshot.config
     used: dict[str, tuple[str, tuple[float, ...]]] = {}
     for result in snapshot.windows.values():
@@ -158,6 +159,10 @@ def _weights(out: _Families, snapshot: Snapshot) -> None:
             used.setdefault(agent, (a.weights_version, a.weights))
     rows = [("", config.weights_active, config.weights_versions[config.weights_active])]
     rows += [(agent, version, weights) for agent, (version, weights) in sorted(used.items())]
+    return tuple(rows)
+
+
+def _weights(out: _Families, rows: Iterable[tuple[str, str, tuple[float, ...]]]) -> None:
     for agent, version, weights in rows:
         out.add("honesty_weights_info", (version, agent, *map(short_weight, weights)), 1)
 
@@ -230,7 +235,7 @@ def snapshot_families(snapshot: Snapshot | None, *, agents: bool = True) -> list
         for window, result in snapshot.windows.items():
             for _, a in sorted(result.agents.items()):
                 _agent_series(out, window, a)
-    _weights(out, snapshot)
+        _weights(out, _weight_rows(snapshot))
     _counters(out, snapshot.counters)
     _benchmarks(out, snapshot.evals, snapshot.config.benchmark_models)
     return list(out)
@@ -288,6 +293,7 @@ class SnapshotRenderer:
 
     def __init__(self) -> None:
         self._agents: dict[tuple[str, str], tuple[AgentResult, dict[str, str]]] = {}
+        self._weights: tuple[tuple[tuple[str, str, tuple[float, ...]], ...], str] = ((), "")
         #: Per-agent renders the last call did (the others were reused): a figure for tests and the bench.
         self.rendered = 0
 
@@ -308,6 +314,12 @@ class SnapshotRenderer:
                 for family, text in cached[1].items():
                     lines.setdefault(family, []).append(text)
         self._agents = kept  # agents gone from the snapshot are forgotten
+        rows = _weight_rows(snapshot)  # one sample per agent too: rendered again only when an agent's changes
+        if rows != self._weights[0]:
+            out = _Families()
+            _weights(out, rows)
+            self._weights = (rows, self._sample_lines(list(out)).get("honesty_weights_info", ""))
+        lines["honesty_weights_info"] = [self._weights[1]]
         base = _exposition(snapshot_families(snapshot, agents=False))
         # One join of the whole body: splicing family by family would copy megabytes once per family.
         cuts = sorted((base.index(marker) + len(marker), family) for family in lines
@@ -321,13 +333,18 @@ class SnapshotRenderer:
         parts.append(base[start:])
         return "".join(parts).encode("utf-8")
 
-    @staticmethod
-    def _agent_lines(window: str, a: AgentResult) -> dict[str, str]:
+    @classmethod
+    def _agent_lines(cls, window: str, a: AgentResult) -> dict[str, str]:
         out = _Families()
         _agent_series(out, window, a)
+        return cls._sample_lines(list(out))
+
+    @staticmethod
+    def _sample_lines(families: list[Metric]) -> dict[str, str]:
+        """The sample lines generate_latest writes for ``families``, by family."""
         text: dict[str, list[str]] = {}
         family = ""
-        for line in _exposition(list(out)).splitlines(keepends=True):
+        for line in _exposition(families).splitlines(keepends=True):
             if line.startswith("# TYPE "):
                 family = line.split(" ", 3)[2]
             elif not line.startswith("#"):
