@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
+from collectors.records import FileEntry
+from collectors.rfc3339 import from_us
 from daemon.config import Config
 from daemon.store import Store
 from scorers.live import LiveModel
@@ -32,6 +34,8 @@ class LiveFeed:
         self.at: datetime | None = None
         #: Records applied by the last :meth:`sync` (events, labels, checks, documents and files touched).
         self.applied = 0
+        #: The largest rowid of a heartbeat event applied (those rows are never removed: see sync).
+        self._heartbeat_top = 0
         self._lock = threading.Lock()
 
     def load(self, store: Store) -> None:
@@ -39,6 +43,9 @@ class LiveFeed:
         with self._lock, _reading(store):
             marks = store.feed_marks()
             self.model.add_events(e for _, e in store.iter_events("e.rowid <= ?", (marks[0],)))
+            top = store.conn.execute("SELECT coalesce(max(rowid), 0) FROM events WHERE line > 0 AND rowid <= ?",
+                                     (marks[0],)).fetchone()[0]
+            self._heartbeat_top = int(top)
             self.model.add_labels(label for rowid, label in store.labels_since(0) if rowid <= marks[1])
             self.model.add_checks(c for c in store.checks_since(0) if c.seq <= marks[2])
             for path, entry in store.file_entries().items():
@@ -51,16 +58,20 @@ class LiveFeed:
             events, labels, checks, changes = self.marks
             new = store.feed_marks()
             feed = [c for c in store.changes_since(changes) if c[0] <= new[3]]
-            removed = [rid for _, what, _, rid in feed if what == "events" and rid is not None]
             documents = {path for _, what, path, _ in feed if what == "events"}
             files = {path for _, what, path, _ in feed if what == "files"}
-            # New rows, and rows given a rowid freed by a removed Markdown decision (SQLite reuses the largest).
-            where = "(e.rowid > ? AND e.rowid <= ?)"
-            if removed:
-                where += f" OR e.rowid IN ({','.join('?' * len(removed))})"
-            rows = [e for _, e in store.iter_events(where, (events, new[0], *removed))]
-            heartbeats = [e for e in rows if e.line is not None]
-            documents |= {e.path for e in rows if e.line is None}
+            modified: dict[str, list[int]] = {}
+            for _, what, path, at_us in feed:
+                if what == "modified" and at_us is not None:
+                    modified.setdefault(path, []).append(at_us)
+            # New rows. SQLite gives a new row max(rowid) + 1: once Markdown rows at the top are removed, rowids
+            # below the old maximum are handed out again, down to the largest surviving row. Heartbeat rows are never
+            # removed, so after a removal every row above the largest heartbeat rowid seen is read again.
+            start = self._heartbeat_top if documents else events
+            rows = list(store.iter_events("e.rowid > ? AND e.rowid <= ?", (start, new[0])))
+            heartbeats = [e for _, e in rows if e.line is not None]
+            self._heartbeat_top = max([self._heartbeat_top, *(rowid for rowid, e in rows if e.line is not None)])
+            documents |= {e.path for _, e in rows if e.line is None}
             self.model.add_events(heartbeats)
             for path in sorted(documents):
                 decisions = [e for _, e in store.iter_events("e.path = ? AND e.line = 0", (path,))]
@@ -69,10 +80,11 @@ class LiveFeed:
             self.model.add_labels(new_labels)
             new_checks = [c for c in store.checks_since(checks) if c.seq <= new[2]]
             self.model.add_checks(new_checks)
-            for path in sorted(files):
-                self.model.put_file(path, store.file_entry(path))
+            for path in sorted(files | set(modified)):
+                self.model.put_file(path, _entry(store, path, self.model.file_entry(path), modified.get(path, [])))
             self.marks = new
-            self.applied = len(heartbeats) + len(documents) + len(new_labels) + len(new_checks) + len(files)
+            self.applied = len(heartbeats) + len(documents) + len(new_labels) + len(new_checks) + len(files) + len(
+                modified)
             return self.applied
 
     def evaluate(self, at: datetime) -> dict[str, WindowResult]:
@@ -89,6 +101,23 @@ class LiveFeed:
                 return None
             found = self.model.agent_result(agent, window)
             return None if found is None else (self.at, found)
+
+
+def _entry(store: Store, path: str, known: FileEntry | None, added_us: list[int]) -> FileEntry | None:
+    """The index entry of ``path`` now: the model's entry plus the modifications the feed reported, or, for a path
+    new to the model or re-created, read whole (a log appended to all day has a modification per ingest pass).
+    """
+    row = store.index_rows_get(path)
+    if row is None:
+        return None
+    if known is None or known.created != row.created:
+        return store.file_entry(path)
+    added = sorted(from_us(us) for us in added_us)
+    if added and known.modified and added[0] <= known.modified[-1]:
+        modified = tuple(sorted({*known.modified, *added}))  # a batch pass may date a change before the last one
+    else:
+        modified = known.modified + tuple(added)
+    return FileEntry(path, row.created, modified, row.deleted)
 
 
 @contextmanager

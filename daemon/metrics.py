@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
 
 from collectors.evals import HONESTY_FIELDS
 from collectors.records import EvalReport
 from daemon import __version__
 from daemon.config import COMPONENTS
 from daemon.snapshot import Counters, Snapshot
-from scorers.score import AgentResult
+from scorers.score import AgentResult, ComponentResult
 
 #: The classic text format. Spelled out rather than imported because prometheus_client's
 #: ``CONTENT_TYPE_LATEST`` became 1.0.0 in 0.26, and the 0.0.4 constant is missing before 0.22.
@@ -129,7 +131,11 @@ class _Families:
         return iter(self._families.values())
 
 
-def _agent_series(out: _Families, window: str, a: AgentResult) -> None:
+class _Sink(Protocol):
+    def add(self, name: str, labels: Sequence[str], value: float) -> None: ...
+
+
+def _agent_series(out: _Sink, window: str, a: AgentResult) -> None:
     key = (a.agent, window)
     out.add("honesty_window_decisions", key, a.decisions)
     out.add("honesty_score_sufficient", key, 0 if a.insufficient else 1)
@@ -281,6 +287,36 @@ def _exposition(families: list[Metric]) -> str:
     return generate_latest(registry).decode("utf-8")
 
 
+def _label(value: str) -> str:
+    return label_value(value).replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
+
+
+class _Lines:
+    """Sample lines in the text format, written directly (what generate_latest writes for a gauge sample)."""
+
+    def __init__(self) -> None:
+        self.lines: dict[str, list[str]] = {}
+        self._labels: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}  # one agent's few label sets
+
+    def add(self, name: str, labels: Sequence[str], value: float) -> None:
+        names = _FAMILIES[name][2]
+        key = (names, tuple(labels))
+        text = self._labels.get(key)
+        if text is None:
+            pairs = sorted(zip(names, labels, strict=True))
+            text = self._labels[key] = ",".join(f'{k}="{_label(v)}"' for k, v in pairs)
+        number: str = floatToGoString(float(value))  # type: ignore[no-untyped-call]
+        self.lines.setdefault(name, []).append(f"{name}{{{text}}} {number}\n")
+
+
+#: An agent whose lines exercise every family and every escape (the direct formatter is checked against it).
+_PROBE = AgentResult(
+    agent='p"r\\o\nbe \ud800 ✓', weights_version="v", weights=(0.2,) * 6, decisions=7,
+    components={c: ComponentResult(1, 3, 1) if i % 2 else ComponentResult(0, 0, 2) for i, c in enumerate(COMPONENTS)},
+    false_gaps=1, insufficient=False, score=0.123456789012345, coverage=0.5, interval=(1e-7, 123456789.5),
+)
+
+
 class SnapshotRenderer:
     """``/metrics`` bodies byte-identical to ``generate_latest`` of :func:`make_registry`, rendered incrementally.
 
@@ -291,11 +327,18 @@ class SnapshotRenderer:
     are then spliced after their family's TYPE line, which is where generate_latest writes samples.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, direct: bool = True) -> None:
         self._agents: dict[tuple[str, str], tuple[AgentResult, dict[str, str]]] = {}
         self._weights: tuple[tuple[tuple[str, str, tuple[float, ...]], ...], str] = ((), "")
         #: Per-agent renders the last call did (the others were reused): a figure for tests and the bench.
         self.rendered = 0
+        # Per-agent lines are formatted here directly (~20× faster than a generate_latest per agent) when that
+        # gives exactly generate_latest's bytes with the installed prometheus_client; checked once, on a probe.
+        self.direct = False
+        if direct:
+            self.direct = True
+            self.direct = self._agent_lines("24h", _PROBE) == SnapshotRenderer(direct=False)._agent_lines(
+                "24h", _PROBE)
 
     def render(self, snapshot: Snapshot | None) -> bytes:
         """The exposition of ``snapshot`` (text format 0.0.4)."""
@@ -333,11 +376,14 @@ class SnapshotRenderer:
         parts.append(base[start:])
         return "".join(parts).encode("utf-8")
 
-    @classmethod
-    def _agent_lines(cls, window: str, a: AgentResult) -> dict[str, str]:
+    def _agent_lines(self, window: str, a: AgentResult) -> dict[str, str]:
+        if self.direct:
+            lines = _Lines()
+            _agent_series(lines, window, a)
+            return {family: "".join(texts) for family, texts in lines.lines.items()}
         out = _Families()
         _agent_series(out, window, a)
-        return cls._sample_lines(list(out))
+        return self._sample_lines(list(out))
 
     @staticmethod
     def _sample_lines(families: list[Metric]) -> dict[str, str]:

@@ -141,7 +141,8 @@ def _m004_citations_by_line(conn: sqlite3.Connection) -> None:
 
 def _m005_change_feed(conn: sqlite3.Connection) -> None:
     # What the daemon's in-memory model cannot see by watching rowids grow: removed Markdown decisions
-    # (their rowids may be handed out again) and file-index changes. Triggers write it in the same
+    # (their rowids may be handed out again) and file-index changes (a modification with its time, so the
+    # model need not re-read every modification of a log that is appended to all day). Triggers write it in the same
     # transaction as the change itself, so whatever is committed is in the feed, however the write ended.
     conn.execute(
         "CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, what TEXT NOT NULL, path TEXT NOT NULL,"
@@ -152,7 +153,7 @@ def _m005_change_feed(conn: sqlite3.Connection) -> None:
         ("events_removed", "AFTER DELETE ON events", "events", "old.path", "old.rowid"),
         ("files_added", "AFTER INSERT ON files", "files", "new.path", "NULL"),
         ("files_updated", "AFTER UPDATE ON files", "files", "new.path", "NULL"),
-        ("files_changed", "AFTER INSERT ON file_changes", "files", "new.path", "NULL"),
+        ("files_changed", "AFTER INSERT ON file_changes", "modified", "new.path", "new.at_us"),
     ):
         conn.execute(
             f"CREATE TRIGGER {name} {when} BEGIN"
@@ -490,7 +491,9 @@ class Store:
         return int(row[0]), int(row[1]), int(row[2]), int(row[3])
 
     def changes_since(self, seq: int) -> list[tuple[int, str, str, int | None]]:
-        """(seq, what, path, removed rowid) of the change feed after ``seq``."""
+        """(seq, what, path, rid) of the change feed after ``seq``: ("events", path, removed rowid),
+        ("files", path, None) for an added or updated index row, ("modified", path, at_us) for a modification.
+        """
         return [(r[0], r[1], r[2], r[3]) for r in self.conn.execute(
             "SELECT seq, what, path, rid FROM changes WHERE seq > ? ORDER BY seq", (seq,))]
 

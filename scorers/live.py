@@ -262,11 +262,20 @@ class LiveModel:
         if entry is not None:
             self._files[path] = entry
             bisect.insort(self._created, (entry.created, path))
-            for t in (entry.created, *entry.modified, *(() if entry.deleted is None else (entry.deleted,))):
-                if t > self.at and not self._fresh:
+            if not self._fresh:
+                later = [t for t in (entry.created, entry.deleted) if t is not None and t > self.at]
+                for t in reversed(entry.modified):  # ascending: only the tail can lie after T
+                    if t <= self.at:
+                        break
+                    later.append(t)
+                for t in later:
                     heapq.heappush(self._file_times, (t, path))
         if not self._fresh and not self._bulk:
             self._touch_path(path, old, entry)
+
+    def file_entry(self, path: str) -> FileEntry | None:
+        """The file-index entry the model holds for ``path`` (as stored, later times included)."""
+        return self._files.get(path)
 
     # --- evaluation
 

@@ -374,3 +374,36 @@ def test_a_dropped_model_is_freed_without_the_cycle_collector() -> None:
         assert ref() is None
     finally:
         gc.enable()
+
+
+def test_feed_sees_rows_that_reuse_rowids_freed_long_before(tmp_path: Any) -> None:
+    """SQLite hands out max(rowid) + 1: once the top rows are removed, rowids freed in earlier passes come back.
+    The feed must still see every such row (the model-based ingest test found this; here it is spelled out).
+    """
+    from daemon.live import LiveFeed
+    from daemon.store import Store
+
+    def doc(name: str, m: int) -> Event:
+        return ev(f"doc-{name}", _at(m), kind="finding", path=f"findings/{name}.md", markdown=True, text="no data")
+
+    with Store.open(tmp_path / "h.db") as store:
+        feed = LiveFeed(CFG)
+        feed.load(store)
+
+        def step(write: Any) -> None:
+            with store.atomic():
+                write()
+            feed.sync(store)
+            at = _at(10)
+            pure = evaluate_window(Context(store.load_records(), at, CFG), "24h")
+            assert to_json(feed.evaluate(at)["24h"]) == to_json(pure)
+
+        step(lambda: store.add_events([_e("h1", 0, line=1), _e("h2", 0, line=2), doc("x", 1), doc("y", 1),
+                                        doc("z", 1)]))  # rowids 1-5
+        step(lambda: (store.remove_document("findings/x.md"), store.remove_document("findings/y.md")))  # 3, 4 freed
+        # z (rowid 5) goes: the largest surviving row is 2, so the next rows get 3, 4 and 5 again.
+        step(lambda: (store.remove_document("findings/z.md"), store.add_events([doc("w", 2)]),
+                      store.add_events([_e("h3", 2, line=3)]), store.add_events([doc("v", 3)])))
+        assert store.conn.execute("SELECT rowid, id FROM events WHERE rowid > 2 ORDER BY rowid").fetchall() == [
+            (3, "doc-w"), (4, "h3"), (5, "doc-v")]
+        assert to_json(feed.evaluate(_at(10))["24h"])["agents"]["ada"]["decisions"] == 5

@@ -373,6 +373,7 @@ def test_incremental_renderer_is_byte_identical_and_renders_only_changed_agents(
     from daemon.metrics import SnapshotRenderer
 
     renderer = SnapshotRenderer()
+    assert renderer.direct  # the installed prometheus_client's format is the one written directly
     assert renderer.render(None) == _scrape(None)
     first = _snapshot(EVALS)
     assert renderer.render(first) == _scrape(first)
@@ -392,3 +393,10 @@ def test_incremental_renderer_is_byte_identical_and_renders_only_changed_agents(
     assert renderer.rendered == 1
     assert renderer.render(first) == _scrape(first)  # bob's 7d comes back: rendered again, ada's 24h too
     assert renderer.rendered == 2
+
+
+def test_both_renderer_paths_give_generate_latests_bytes() -> None:
+    from daemon.metrics import SnapshotRenderer
+
+    snap = _snapshot(EVALS)
+    assert SnapshotRenderer(direct=False).render(snap) == SnapshotRenderer().render(snap) == _scrape(snap)

@@ -41,6 +41,7 @@ def test_citations_survive_the_move_to_line_keys(tmp_path: Path) -> None:
 def test_change_feed_records_removed_decisions_and_file_index_changes(tmp_path: Path) -> None:
     """What the daemon's model cannot see from growing rowids is written by triggers with the change itself."""
     from collectors.records import Event
+    from collectors.rfc3339 import to_us
     from daemon.store import IndexRow
     from tests.helpers import T0
 
@@ -54,7 +55,8 @@ def test_change_feed_records_removed_decisions_and_file_index_changes(tmp_path: 
             store.remove_document("briefs/b.md")
         changes = store.changes_since(start)
         assert [(what, path) for _, what, path, _ in changes] == [
-            ("files", "briefs/b.md"), ("files", "briefs/b.md"), ("events", "briefs/b.md")]
+            ("files", "briefs/b.md"), ("modified", "briefs/b.md"), ("events", "briefs/b.md")]
+        assert changes[1][3] == to_us(T0)
         assert changes[-1][3] == 1  # the removed event's rowid, which SQLite may hand out again
         store.prune_changes(changes[-1][0])
         assert store.changes_since(start) == []
