@@ -478,20 +478,22 @@ class Daemon:
             self._snapshot = snap
             async with self.lock:
                 try:
-                    await asyncio.to_thread(self._write_history, store, snap)
+                    await asyncio.to_thread(self._write_history, store, snap, feed.marks[3])
                 except sqlite3.OperationalError as exc:
                     # Today's counts are rewritten by a later evaluation; a full store must not stop scoring.
                     self._store_refused(exc, "history")
             await asyncio.to_thread(self._write_changelog, changelog.drop_entries(snap))
 
-    def _write_history(self, store: Store, snap: Snapshot) -> None:
-        """Today's history rows: at most once a minute, and at the first evaluation of a day (each write
-        replaces agents × windows × components rows; evaluations come as often as every event).
+    def _write_history(self, store: Store, snap: Snapshot, applied: int) -> None:
+        """Today's history rows, and the change feed the model has applied dropped: at most once a minute, and at
+        the first evaluation of a day (each write replaces agents × windows × components rows; evaluations come as
+        often as every event, and a busy log adds a feed row per ingest pass).
         """
         day = snap.at.date()
         if self._history_written is None or self._history_written[0] != day or \
                 time.monotonic() - self._history_written[1] >= HISTORY_EVERY:
             _store_history(store, snap)
+            _prune_changes(store, applied)
             self._history_written = (day, time.monotonic())
 
     async def audit(self, agent: str, window: str) -> tuple[datetime, AgentResult] | None:

@@ -43,9 +43,7 @@ class LiveFeed:
         with self._lock, _reading(store):
             marks = store.feed_marks()
             self.model.add_events(e for _, e in store.iter_events("e.rowid <= ?", (marks[0],)))
-            top = store.conn.execute("SELECT coalesce(max(rowid), 0) FROM events WHERE line > 0 AND rowid <= ?",
-                                     (marks[0],)).fetchone()[0]
-            self._heartbeat_top = int(top)
+            self._heartbeat_top = store.heartbeat_top(marks[0])
             self.model.add_labels(label for rowid, label in store.labels_since(0) if rowid <= marks[1])
             self.model.add_checks(c for c in store.checks_since(0) if c.seq <= marks[2])
             for path, entry in store.file_entries().items():

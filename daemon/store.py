@@ -490,6 +490,12 @@ class Store:
         ).fetchone()
         return int(row[0]), int(row[1]), int(row[2]), int(row[3])
 
+    def heartbeat_top(self, upto: int) -> int:
+        """The largest rowid ≤ ``upto`` of a heartbeat event (rows that are never removed)."""
+        row = self.conn.execute("SELECT coalesce(max(rowid), 0) FROM events WHERE line > 0 AND rowid <= ?",
+                                (upto,)).fetchone()
+        return int(row[0])
+
     def changes_since(self, seq: int) -> list[tuple[int, str, str, int | None]]:
         """(seq, what, path, rid) of the change feed after ``seq``: ("events", path, removed rowid),
         ("files", path, None) for an added or updated index row, ("modified", path, at_us) for a modification.

@@ -67,6 +67,8 @@ _FALSE_GAP = 3 * len(COMPONENTS)
 _WIDTH = _FALSE_GAP + 1
 _ZERO = (0,) * _WIDTH
 _SEPARATOR = "\n"
+#: Decisions per cached block of column sums (see _range_sums).
+_BLOCK = 256
 
 
 def _sort_key(e: Event) -> tuple[datetime, tuple[str, int, int]]:
@@ -146,7 +148,7 @@ class _Checks(Mapping[tuple[str, str], CheckResult]):
 class _Agent:
     """One agent's visible decisions in (ts, read order), with their cached counts."""
 
-    __slots__ = ("awaiting", "counts", "events", "labelled", "pts", "pts_sorted", "version")
+    __slots__ = ("awaiting", "blocks", "counts", "events", "labelled", "pts", "pts_sorted", "repeats", "version")
 
     def __init__(self) -> None:
         self.events: list[Event] = []
@@ -155,12 +157,20 @@ class _Agent:
         #: Per decision: the time of the previous answer its consistency outcome compares with (None: —).
         self.pts: list[datetime | None] = []
         self.pts_sorted: list[datetime] = []
+        #: The decisions whose pts is set (repeats with a counted consistency outcome), in (ts, read order).
+        self.repeats: list[Event] = []
+        #: Column sums of ``counts`` per block of _BLOCK decisions, valid for the leading blocks kept here.
+        self.blocks: list[tuple[int, ...]] = []
         #: Ids of this agent's labelled decisions → their latest visible label time (a reply can matter until
         #: ``correction_within`` after it).
         self.labelled: dict[str, datetime] = {}
         #: Refusals only a later decision can decide (refusal_correctness.needs_follow_up), in (ts, read order).
         self.awaiting: list[Event] = []
         self.version = 0
+
+    def changed(self, i: int) -> None:
+        """The decision at index ``i`` (and so every later position) changed: drop the block sums from there."""
+        del self.blocks[i // _BLOCK:]
 
     def index(self, e: Event) -> int | None:
         """Where ``e`` is in :attr:`events`, or None when it is not there."""
@@ -474,6 +484,7 @@ class LiveModel:
         a.events.insert(i, e)
         a.counts.insert(i, _ZERO)
         a.pts.insert(i, None)
+        a.changed(i)
         a.version = next(self._seq)  # model-wide: an agent removed and re-created never repeats a version
         if e.id in self._labels:
             a.labelled[e.id] = max(lb.ts for lb in self._labels[e.id])
@@ -503,7 +514,9 @@ class LiveModel:
         pts = a.pts[i]
         if pts is not None:
             del a.pts_sorted[bisect.bisect_left(a.pts_sorted, pts)]
+            del a.repeats[bisect.bisect_left(a.repeats, _sort_key(e), key=_sort_key)]
         del a.events[i], a.counts[i], a.pts[i]
+        a.changed(i)
         a.version = next(self._seq)  # model-wide: an agent removed and re-created never repeats a version
         a.labelled.pop(e.id, None)
         if refusal_correctness.needs_follow_up(e, self):
@@ -713,8 +726,11 @@ class LiveModel:
         old = a.pts[i]
         if old is not None:
             del a.pts_sorted[bisect.bisect_left(a.pts_sorted, old)]
+            del a.repeats[bisect.bisect_left(a.repeats, _sort_key(e), key=_sort_key)]
         if pts is not None:
             bisect.insort(a.pts_sorted, pts)
+            bisect.insort(a.repeats, e, key=_sort_key)
+        a.changed(i)
         shared = tuple(counts)
         a.counts[i] = self._shared.setdefault(("counts", shared), shared)
         a.pts[i] = pts
@@ -757,20 +773,39 @@ class LiveModel:
         return WindowResult(at, name, width, self.config.weights_active, agents)
 
     def _sum(self, agent: str, a: _Agent, lo: int, edge: datetime) -> AgentResult:
-        rows = a.counts[lo:]
-        totals = list(_ZERO)
-        for start in range(0, len(rows), 4096):  # columns summed in C, a bounded number of rows at a time
-            for k, col in enumerate(zip(*rows[start:start + 4096], strict=True)):
-                totals[k] += sum(col)
+        totals = _range_sums(a, lo)
         # A repeat whose previous answer left the window counts as — (spec 3.5: both answers in the window).
-        for pts, counts in zip(a.pts[lo:], rows, strict=True):
-            if pts is not None and pts <= edge:
+        for d in a.repeats[bisect.bisect_right(a.repeats, edge, key=_ts):]:
+            i = a.index(d)
+            pts = a.pts[i] if i is not None else None
+            if i is not None and pts is not None and pts <= edge:
                 for k in range(_CONS, _CONS + 3):
-                    totals[k] -= counts[k]
+                    totals[k] -= a.counts[i][k]
         components = {
             n: ComponentResult(totals[s], totals[s + 1], totals[s + 2]) for n, s in _SLOT.items()
         }
-        return summarise(agent, len(rows), components, totals[_FALSE_GAP], self.config)
+        return summarise(agent, len(a.events) - lo, components, totals[_FALSE_GAP], self.config)
+
+
+def _column_sums(rows: Sequence[tuple[int, ...]]) -> list[int]:
+    return [sum(col) for col in zip(*rows, strict=True)] if rows else list(_ZERO)
+
+
+def _range_sums(a: _Agent, lo: int) -> list[int]:
+    """Column sums of ``a.counts[lo:]``: whole blocks from the block cache (filled as needed), the ends directly.
+
+    A live agent changes at its tail, so all but its last block stay cached from one evaluation to the next.
+    """
+    n = len(a.counts)
+    first = -(-lo // _BLOCK)  # the first whole block in the range
+    last = n // _BLOCK  # whole blocks end before this one
+    if first >= last:
+        return _column_sums(a.counts[lo:])
+    while len(a.blocks) < last:
+        k = len(a.blocks)
+        a.blocks.append(tuple(_column_sums(a.counts[k * _BLOCK:(k + 1) * _BLOCK])))
+    parts = [_column_sums(a.counts[lo:first * _BLOCK]), *a.blocks[first:last], _column_sums(a.counts[last * _BLOCK:])]
+    return [sum(col) for col in zip(*parts, strict=True)]
 
 
 __all__ = ["LiveModel", "Vocabulary", "reduce_text"]

@@ -18,12 +18,19 @@ from hypothesis import strategies as st
 from collectors import phrases
 from collectors.records import CheckResult, Event, FileEntry, Label
 from daemon.config import Config, GitHub, Phrases
+from scorers import live
 from scorers.context import Context, Records
 from scorers.live import LiveModel, Vocabulary, reduce_text
 from scorers.score import RULES, evaluate_window, to_json
 from tests.helpers import T0, ev
 
 CFG = Config(github=GitHub(repo="acme/app"))
+
+
+@pytest.fixture(autouse=True)
+def _small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of 3 decisions, so the cached block sums are built, reused and invalidated in every example."""
+    monkeypatch.setattr(live, "_BLOCK", 3)
 IDS = [f"d{i}" for i in range(14)]
 TEXTS = [
     "All good.", "No data yet.", "No, because red; instead wait.", "You're right, my mistake.",
