@@ -10,17 +10,19 @@ field, over random record sets, arrival orders and evaluation times.
 
 What can change a cached outcome, and what the model does about it:
 
-* **Records becoming visible** (ingested, or their time ``≤ T`` reached): a decision of agent A at
-  ``t`` re-evaluates A's refusals in ``[t − follow_up, t]`` (a follow-up), A's labelled decisions
-  before ``t`` (a reply) and the next decision with the same prompt (its previous answer); a
+* **Records becoming visible or going** (ingested, removed, or their time ``≤ T`` reached): a
+  decision of agent A at ``t`` re-evaluates A's refusals awaiting a follow-up in
+  ``[t − follow_up, t)`` that it would follow up, A's labelled decisions before ``t`` in its
+  thread whose reply window it falls in, and the next decision with the same prompt; a
   state-change event at ``t`` re-evaluates decisions with a prompt at or after ``t``; a label its
   decision; a check the decisions citing its target; a file-index change the decisions naming the
   path, their successors, and the signal-claiming gaps it could answer.
 * **Time passing**: each outcome carries the instant it stops being valid (a pending deadline, a
   check ageing out); the model re-evaluates it then. Records only enter the indexes once ``ts ≤ T``,
   so every other outcome is final. A clock that steps back rebuilds the model.
-* **Windows sliding**: per-decision counts are summed per (agent, window) and the sum is kept until
-  the agent changes or a decision (or the previous answer of a repeat) leaves the window.
+* **Windows sliding**: per-decision counts are summed per (agent, window) from cached per-block
+  column sums, and the sum is kept until the agent changes or a decision (or the previous answer
+  of a repeat) leaves the window.
 
 Memory: only what the rules read is kept. Text is reduced to the configured phrases it matches
 (:func:`reduce_text`, which provably keeps every phrase match), repeated strings are shared, and the
