@@ -598,13 +598,7 @@ class Daemon:
     async def _checkpoint(self) -> None:
         assert self.lock is not None and self.store is not None
         store = self.store
-        feed = self.feed
         async with self.lock:
-            if feed is not None:  # the change feed the model has applied is no longer needed
-                try:
-                    await asyncio.to_thread(_prune_changes, store, feed.marks[3])
-                except sqlite3.OperationalError as exc:  # kept, and pruned next time
-                    self._store_refused(exc, "change-feed prune")
             await asyncio.to_thread(store.checkpoint)
 
     async def _verify_sample(self) -> None:

@@ -85,8 +85,19 @@ class RuleContext(Protocol):
         """The current ``down`` labels on a decision."""
 
 
-def _sort_key(e: Event) -> tuple[datetime, tuple[str, int, int]]:
+def sort_key(e: Event) -> tuple[datetime, tuple[str, int, int]]:
+    """The order decisions are kept in: time, then read order."""
     return (e.ts, e.order)
+
+
+def supersedes_label(label: Label, prev: Label | None) -> bool:
+    """True when ``label`` replaces ``prev`` as its reviewer's current label (later ts; equal ts: later read)."""
+    return prev is None or (label.ts, label.order) >= (prev.ts, prev.order)
+
+
+def supersedes_check(c: CheckResult, prev: CheckResult | None) -> bool:
+    """True when ``c`` replaces ``prev`` as its target's latest check (later check; equal time: later stored)."""
+    return prev is None or (c.checked_at, c.seq) >= (prev.checked_at, prev.seq)
 
 
 class Context:
@@ -104,7 +115,7 @@ class Context:
                 seen.add(e.id)
                 events.append(e)
         self.events = events
-        self.decisions = sorted((e for e in events if self.is_decision(e)), key=_sort_key)
+        self.decisions = sorted((e for e in events if self.is_decision(e)), key=sort_key)
         self.by_id = {d.id: d for d in self.decisions}
         state_kinds = frozenset(config.state_change_kinds)
         self.state_change_times = sorted(e.ts for e in events if e.kind in state_kinds)
@@ -129,8 +140,7 @@ class Context:
             if c.ok is None or not oldest < c.checked_at <= self.at:
                 continue
             key = (c.type, c.target)
-            prev = latest.get(key)
-            if prev is None or (c.checked_at, c.seq) >= (prev.checked_at, prev.seq):
+            if supersedes_check(c, latest.get(key)):
                 latest[key] = c
         return latest
 
@@ -141,8 +151,7 @@ class Context:
             if label.ts > self.at:
                 continue
             key = (label.decision, label.reviewer)
-            prev = current.get(key)
-            if prev is None or (label.ts, label.order) >= (prev.ts, prev.order):
+            if supersedes_label(label, current.get(key)):
                 current[key] = label
         by_decision: dict[str, list[Label]] = defaultdict(list)
         for (decision, _), label in sorted(current.items()):
@@ -198,7 +207,7 @@ class Context:
         if key is None:
             return None
         group = self.prompt_history.get((d.agent, key), [])
-        i = bisect.bisect_left(group, _sort_key(d), key=_sort_key)
+        i = bisect.bisect_left(group, sort_key(d), key=sort_key)
         return group[i - 1] if i > 0 else None
 
     def current_down_labels(self, decision_id: str) -> list[Label]:

@@ -47,7 +47,7 @@ from collectors.records import CheckResult, Event, FileEntry, Label
 from collectors.statedir import glob_regex
 from daemon.config import COMPONENTS, Config
 from scorers import consistency_under_repeat, gap_surfacing_rate, refusal_correctness, self_correction_rate
-from scorers.context import paths_of, prompt_key
+from scorers.context import paths_of, prompt_key, sort_key, supersedes_check, supersedes_label
 from scorers.score import (
     RULES,
     AgentResult,
@@ -71,10 +71,6 @@ _ZERO = (0,) * _WIDTH
 _SEPARATOR = "\n"
 #: Decisions per cached block of column sums (see _range_sums).
 _BLOCK = 256
-
-
-def _sort_key(e: Event) -> tuple[datetime, tuple[str, int, int]]:
-    return (e.ts, e.order)
 
 
 def _ts(e: Event) -> datetime:
@@ -176,7 +172,7 @@ class _Agent:
 
     def index(self, e: Event) -> int | None:
         """Where ``e`` is in :attr:`events`, or None when it is not there."""
-        i = bisect.bisect_left(self.events, _sort_key(e), key=_sort_key)
+        i = bisect.bisect_left(self.events, sort_key(e), key=sort_key)
         return i if i < len(self.events) and self.events[i] is e else None
 
     def between(self, after: datetime, until: datetime) -> tuple[int, int]:
@@ -384,15 +380,23 @@ class LiveModel:
         if key is None:
             return None
         group = self._prompts.get((d.agent, key), [])
-        i = bisect.bisect_left(group, _sort_key(d), key=_sort_key)
+        i = bisect.bisect_left(group, sort_key(d), key=sort_key)
         return group[i - 1] if i > 0 else None
+
+    def _next_same_prompt(self, d: Event) -> Event | None:
+        """The next decision of d's agent with d's prompt key, after d (whether or not d is still indexed)."""
+        key = self._prompt_key(d.prompt)
+        if key is None:
+            return None
+        group = self._prompts.get((d.agent, key), [])
+        j = bisect.bisect_right(group, sort_key(d), key=sort_key)
+        return group[j] if j < len(group) else None
 
     def current_down_labels(self, decision_id: str) -> list[Label]:
         """Each reviewer's latest visible label on the decision, where it is ``down``, by reviewer."""
         current: dict[str, Label] = {}
         for label in self._labels.get(decision_id, ()):
-            prev = current.get(label.reviewer)
-            if prev is None or (label.ts, label.order) >= (prev.ts, prev.order):
+            if supersedes_label(label, current.get(label.reviewer)):
                 current[label.reviewer] = label
         return [current[r] for r in sorted(current) if current[r].value == "down"]
 
@@ -481,8 +485,8 @@ class LiveModel:
         a = self._agents.get(e.agent)
         if a is None:
             a = self._agents[e.agent] = _Agent()
-        at_end = not a.events or _sort_key(a.events[-1]) <= _sort_key(e)  # the bulk load's case: no search
-        i = len(a.events) if at_end else bisect.bisect_left(a.events, _sort_key(e), key=_sort_key)
+        at_end = not a.events or sort_key(a.events[-1]) <= sort_key(e)  # the bulk load's case: no search
+        i = len(a.events) if at_end else bisect.bisect_left(a.events, sort_key(e), key=sort_key)
         a.events.insert(i, e)
         a.counts.insert(i, _ZERO)
         a.pts.insert(i, None)
@@ -491,14 +495,14 @@ class LiveModel:
         if e.id in self._labels:
             a.labelled[e.id] = max(lb.ts for lb in self._labels[e.id])
         if refusal_correctness.needs_follow_up(e, self):
-            bisect.insort(a.awaiting, e, key=_sort_key)
+            bisect.insort(a.awaiting, e, key=sort_key)
         key = self._prompt_key(e.prompt)
         if key is not None:
             group = self._prompts[(e.agent, key)]
-            if not group or _sort_key(group[-1]) <= _sort_key(e):
+            if not group or sort_key(group[-1]) <= sort_key(e):
                 group.append(e)
             else:
-                group.insert(bisect.bisect_left(group, _sort_key(e), key=_sort_key), e)
+                group.insert(bisect.bisect_left(group, sort_key(e), key=sort_key), e)
         self._index_paths(e, add=True)
         self._dirty[id(e)] = e
         if not self._bulk:
@@ -516,20 +520,18 @@ class LiveModel:
         pts = a.pts[i]
         if pts is not None:
             del a.pts_sorted[bisect.bisect_left(a.pts_sorted, pts)]
-            del a.repeats[bisect.bisect_left(a.repeats, _sort_key(e), key=_sort_key)]
+            del a.repeats[bisect.bisect_left(a.repeats, sort_key(e), key=sort_key)]
         del a.events[i], a.counts[i], a.pts[i]
         a.changed(i)
         a.version = next(self._seq)  # model-wide: an agent removed and re-created never repeats a version
         a.labelled.pop(e.id, None)
         if refusal_correctness.needs_follow_up(e, self):
-            del a.awaiting[bisect.bisect_left(a.awaiting, _sort_key(e), key=_sort_key)]
+            del a.awaiting[bisect.bisect_left(a.awaiting, sort_key(e), key=sort_key)]
         key = self._prompt_key(e.prompt)
         if key is not None:
             group = self._prompts[(e.agent, key)]
-            j = bisect.bisect_left(group, _sort_key(e), key=_sort_key)
-            del group[j]
-            if j < len(group):
-                self._dirty[id(group[j])] = group[j]
+            j = bisect.bisect_left(group, sort_key(e), key=sort_key)
+            del group[j]  # its successor is marked by _touch_neighbours below
             if not group:
                 del self._prompts[(e.agent, key)]
         self._index_paths(e, add=False)
@@ -575,12 +577,9 @@ class LiveModel:
                 labelled = self._winner.get(decision_id)
                 if labelled is not None and labelled.ts <= e.ts and labelled.thread == e.thread:
                     self._touch(labelled)
-        key = self._prompt_key(e.prompt)
-        if key is not None:
-            group = self._prompts.get((e.agent, key), [])
-            j = bisect.bisect_right(group, _sort_key(e), key=_sort_key)
-            if j < len(group):
-                self._touch(group[j])
+        nxt = self._next_same_prompt(e)
+        if nxt is not None:
+            self._touch(nxt)
 
     def _touch_prompted_after(self, t: datetime) -> None:
         """A state change at ``t``: every repeat answered at or after ``t`` may now be exempt, or no longer."""
@@ -594,12 +593,9 @@ class LiveModel:
         """A file-index change: decisions naming the path, the repeats after them, and signal gap claims."""
         for d in list(self._by_path.get(path, {}).values()):
             self._touch(d)
-            key = self._prompt_key(d.prompt)
-            if key is not None:
-                group = self._prompts.get((d.agent, key), [])
-                j = bisect.bisect_right(group, _sort_key(d), key=_sort_key)
-                if j < len(group):
-                    self._touch(group[j])
+            nxt = self._next_same_prompt(d)
+            if nxt is not None:
+                self._touch(nxt)
         if not any(rx.fullmatch(path) for rx in self._signal_globs):
             return
         created = {f.created for f in (old, new) if f is not None}
@@ -629,8 +625,7 @@ class LiveModel:
         if c.ok is None:
             return False
         key = (c.type, c.target)
-        prev = self.latest_checks.get(key)
-        if prev is None or (c.checked_at, c.seq) >= (prev.checked_at, prev.seq):
+        if supersedes_check(c, self.latest_checks.get(key)):
             self.latest_checks[key] = c
             return True
         return False
@@ -671,7 +666,7 @@ class LiveModel:
         self._fresh = False
         self.at = at
         self._bulk = True
-        visible = sorted((e for e in events if e.ts <= at), key=_sort_key)
+        visible = sorted((e for e in events if e.ts <= at), key=sort_key)
         for e in visible:
             if e.line is None:
                 self._documents.setdefault(e.path, []).append(e)
@@ -728,10 +723,10 @@ class LiveModel:
         old = a.pts[i]
         if old is not None:
             del a.pts_sorted[bisect.bisect_left(a.pts_sorted, old)]
-            del a.repeats[bisect.bisect_left(a.repeats, _sort_key(e), key=_sort_key)]
+            del a.repeats[bisect.bisect_left(a.repeats, sort_key(e), key=sort_key)]
         if pts is not None:
             bisect.insort(a.pts_sorted, pts)
-            bisect.insort(a.repeats, e, key=_sort_key)
+            bisect.insort(a.repeats, e, key=sort_key)
         a.changed(i)
         shared = tuple(counts)
         a.counts[i] = self._shared.setdefault(("counts", shared), shared)
