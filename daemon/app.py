@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sqlite3
+import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
@@ -37,12 +38,15 @@ from daemon.ingest import Clock, Ingester, IngestStats, store_full, system_clock
 from daemon.live import LiveFeed
 from daemon.metrics import make_registry
 from daemon.notify import Notifier
+from daemon.parsepool import make_parser
 from daemon.snapshot import Counters, Snapshot
 from daemon.store import Store
 from scorers.history import DayCounts
 from scorers.score import AgentResult
 
 log = logging.getLogger("honestyd")
+#: Relative forms of watched paths kept by the watcher (cleared when full: rotation makes new names all day).
+_REL_CACHE = 4096
 
 LABELS_FILE = "labels/api.jsonl"
 #: Seconds between two writes of today's history rows (each evaluation would rewrite agents × windows rows).
@@ -79,19 +83,34 @@ def parse_reviewers(text: str) -> dict[str, str]:
 
 
 class _Watcher(FileSystemEventHandler):
-    """Hands changed paths (relative to the root) from watchdog's thread to the event loop."""
+    """Hands changed paths (relative to the root) from watchdog's thread to the event loop.
+
+    A busy fleet makes thousands of file events a second, mostly the same few logs again; the loop is woken once
+    per batch of them (when the batch goes from empty to not), not once per event, and a path's relative form is
+    worked out once.
+    """
 
     def __init__(self, root: Path, loop: asyncio.AbstractEventLoop, deliver: Callable[[str | None], None]) -> None:
         self.root = os.path.realpath(root)
         self.loop = loop
         self.deliver = deliver
+        self._lock = threading.Lock()
+        self._batch: set[str | None] = set()
+        self._rels: dict[str, str | None] = {}
 
     def _rel(self, path: str | bytes) -> str | None:
         text = os.fsdecode(path)
+        try:
+            return self._rels[text]
+        except KeyError:
+            pass
         rel = os.path.relpath(text, self.root)
-        if rel.startswith("..") or any(part.startswith(".") for part in rel.split(os.sep)):
-            return None
-        return rel.replace(os.sep, "/")
+        hidden = rel.startswith("..") or any(part.startswith(".") for part in rel.split(os.sep))
+        found = None if hidden else rel.replace(os.sep, "/")
+        if len(self._rels) >= _REL_CACHE:
+            self._rels.clear()
+        self._rels[text] = found
+        return found
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         if event.event_type in ("opened", "closed_no_write"):
@@ -105,7 +124,18 @@ class _Watcher(FileSystemEventHandler):
             target = None if event.is_directory and event.event_type != "modified" else rel
             if event.is_directory and event.event_type == "modified":
                 continue
-            self.loop.call_soon_threadsafe(self.deliver, target)
+            with self._lock:
+                wake = not self._batch
+                self._batch.add(target)
+            if wake:
+                self.loop.call_soon_threadsafe(self._hand_over)
+
+    def _hand_over(self) -> None:
+        """On the loop: deliver the batch gathered since the last hand-over."""
+        with self._lock:
+            batch, self._batch = self._batch, set()
+        for target in batch:
+            self.deliver(target)
 
 
 class Daemon:
@@ -248,7 +278,8 @@ class Daemon:
         cfg = self._config
         self.notifier.status("starting: catching up with the state directory")
         self.store = await asyncio.to_thread(Store.open, cfg.db_path)
-        self.ingester = Ingester(self.store, cfg.state_root, cfg, self._observed_clock)
+        self.ingester = Ingester(self.store, cfg.state_root, cfg, self._observed_clock,
+                                 make_parser(cfg.daemon.parse_workers))
         await asyncio.to_thread(self._record_methodology, None)
         await self._scan()
         await self._rescore()
@@ -296,6 +327,8 @@ class Daemon:
             await asyncio.wait_for(self._flush(), self._config.daemon.drain_timeout)
         except TimeoutError:
             log.warning("drain timed out; %d paths left for the next start's rescan", len(self.pending))
+        if self.ingester is not None:
+            await asyncio.to_thread(self.ingester.parser.close)
         if self._job_tasks:
             # A job may be mid-evaluation in a worker thread: let it finish before the store closes. Wait before
             # the scheduler shuts down, which cancels running job tasks (the thread would go on, store closed under
@@ -327,6 +360,9 @@ class Daemon:
             log.warning("state root, database and listen address change only on restart")
             new = replace(new, state_root=old.state_root, db_path=old.db_path,
                           daemon=replace(new.daemon, listen=old.daemon.listen))
+        if new.daemon.parse_workers != old.daemon.parse_workers:
+            log.warning("daemon.parse_workers changes only on restart")
+            new = replace(new, daemon=replace(new.daemon, parse_workers=old.daemon.parse_workers))
         self._config = new
         assert self.ingester is not None
         self.ingester.config = new
@@ -391,14 +427,11 @@ class Daemon:
     def _ingest_paths(
         ingester: Ingester, paths: list[str]
     ) -> tuple[IngestStats, list[str], sqlite3.OperationalError | None]:
-        """Ingest ``paths`` in order; on a refused write, stop and return the paths not yet done and the error."""
-        total = IngestStats()
-        for i, rel in enumerate(paths):
-            try:
-                total.merge(ingester.ingest_path(rel, observed=True))
-            except sqlite3.OperationalError as exc:
-                return total, paths[i:], exc
-        return total, [], None
+        """Ingest ``paths``; on a refused write, return them all as still to do (see Ingester.ingest_paths)."""
+        try:
+            return ingester.ingest_paths(paths, observed=True), [], None
+        except sqlite3.OperationalError as exc:
+            return IngestStats(), paths, exc
 
     async def _scan(self) -> None:
         assert self.lock is not None and self.ingester is not None

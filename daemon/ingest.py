@@ -12,24 +12,30 @@ import hashlib
 import logging
 import os
 import sqlite3
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from collectors.evals import parse_eval
-from collectors.jsonl import parse_event, parse_label, strip_ending
 from collectors.markdown import decode, front_matter_ts, parse_markdown
 from collectors.records import Event, Label, Reject
 from collectors.statedir import FileInfo, glob_match, inside, stat_file, walk
 from collectors.tail import Cursor, advance, complete_lines, find_rotated, matches, new_cursor
 from daemon.config import Config
+from daemon.parsepool import Batch, InlineParser, Parsed, Parser, Pending, RawData
 from daemon.store import IndexRow, Store
 
 log = logging.getLogger("honestyd.ingest")
 
 BATCH_LINES = 5000
+_EMPTY = Parsed([], [], [], [])
+
+
+def _nothing() -> Parsed:
+    """The parse of no lines (a cursor that moves without a new line, e.g. past an unfinished one)."""
+    return _EMPTY
 Clock = Callable[[], datetime]
 
 
@@ -72,11 +78,17 @@ class IngestStats:
 class Ingester:
     """Feeds one state root into one store. ``observed`` = True means a watcher saw the change now."""
 
-    def __init__(self, store: Store, root: Path, config: Config, clock: Clock = system_clock) -> None:
+    def __init__(
+        self, store: Store, root: Path, config: Config, clock: Clock = system_clock, parser: Parser | None = None
+    ) -> None:
         self.store = store
         self.root = root
         self.config = config
         self.clock = clock
+        #: Where line batches are parsed: inline by default; the daemon and ``honestyd ingest`` pass a worker.
+        self.parser: Parser = parser if parser is not None else InlineParser()
+        #: Lines taken in the open transaction group of ingest_paths (None: no group open).
+        self._group_lines: int | None = None
 
     def source_of(self, rel: str) -> str | None:
         """Which source a relative path belongs to (heartbeats, labels, briefs, findings, evals)."""
@@ -114,6 +126,42 @@ class Ingester:
                 stats.merge(self._delete(rel))
             return stats
         return self.ingest_file(info, observed=observed)
+
+    def ingest_paths(self, paths: list[str], *, observed: bool = True) -> IngestStats:
+        """Bring several paths up to date (a watcher's batch) in one transaction per ``BATCH_LINES`` lines.
+
+        A fleet of busy logs gives a pass a few lines in each of many files; a transaction per file (and per
+        index update) would write the same pages to the WAL a hundred times over. Each file's work is a
+        savepoint inside the group, so a failing file still rolls back alone; a refused write (the store full,
+        or locked) rolls back the group it was in and propagates. Committed groups stay: retrying the paths
+        later adds nothing twice, since each cursor moved with its rows.
+        """
+        total = IngestStats()
+        self._begin_group()
+        try:
+            for rel in paths:
+                total.merge(self.ingest_path(rel, observed=observed))
+                self._group_check()
+            self._end_group()
+        finally:
+            self._group_lines = None
+            if self.store.conn.in_transaction:
+                self.store.conn.rollback()
+        return total
+
+    def _begin_group(self) -> None:
+        self.store.conn.execute("BEGIN IMMEDIATE")
+        self._group_lines = 0
+
+    def _end_group(self) -> None:
+        self.store.conn.execute("COMMIT")
+        self._group_lines = None
+
+    def _group_check(self) -> None:
+        """Inside :meth:`ingest_paths`, at a point with no savepoint open: commit once the group is big enough."""
+        if self._group_lines is not None and self._group_lines >= BATCH_LINES:
+            self._end_group()
+            self._begin_group()
 
     def ingest_file(self, info: FileInfo, *, observed: bool = False) -> IngestStats:
         """Index one file and ingest it as its source says."""
@@ -274,46 +322,53 @@ class Ingester:
                 log.info("%s: truncated or rewritten; reading again from the start", cursor.path)
                 cursor = new_cursor(cursor.path, cursor.dev, cursor.ino, cursor.generation + 1)
             line = cursor.line
-            batch: list[Event | Label | Reject] = []
+            lines: list[RawData] = []
             end = cursor.offset
+            # Each batch is parsed (perhaps in the worker process) while the one before it is committed: at most
+            # two are in flight, and they are committed in file order, each with the cursor just after it.
+            in_flight: deque[tuple[Pending, int, int]] = deque()
             for raw in complete_lines(f, cursor.offset):
                 line += 1
                 end = raw.end
-                batch.append(self._parse_line(raw.data, raw.snippet, cursor.path, line, cursor.generation, source))
-                if len(batch) >= BATCH_LINES:
-                    cursor = self._commit(batch, cursor, fd, end, line, source, stats)
-                    batch = []
-            if batch or end != cursor.offset or self.store.cursor(cursor.path) != cursor:
-                cursor = self._commit(batch, cursor, fd, end, line, source, stats)
+                lines.append((raw.data, raw.snippet))
+                if len(lines) >= BATCH_LINES:
+                    in_flight.append((self._submit(lines, cursor, line, source), end, line))
+                    lines = []
+                    if len(in_flight) > 1:
+                        cursor = self._commit(in_flight.popleft(), cursor, fd, source, stats)
+            if lines:
+                in_flight.append((self._submit(lines, cursor, line, source), end, line))
+            while in_flight:
+                cursor = self._commit(in_flight.popleft(), cursor, fd, source, stats)
+            if end != cursor.offset or self.store.cursor(cursor.path) != cursor:
+                cursor = self._commit((_nothing, end, line), cursor, fd, source, stats)
         return cursor
 
-    def _parse_line(
-        self, data: bytes | None, snippet: bytes, path: str, line: int, generation: int, source: str
-    ) -> Event | Label | Reject:
-        if data is None:
-            return Reject(path, line, "oversized", snippet.decode("utf-8", "replace")[:200])
-        data = strip_ending(data)
-        if source == "labels":
-            return parse_label(data, path, line, generation)
-        return parse_event(data, path, line, self.config.github_repo, generation)
+    def _submit(self, lines: list[RawData], cursor: Cursor, last: int, source: str) -> Pending:
+        """Start parsing ``lines``, the last of which is line ``last`` of the cursor's file."""
+        first = last - len(lines) + 1
+        return self.parser.submit(Batch(lines, cursor.path, first, cursor.generation, source,
+                                        self.config.github_repo))
 
     def _commit(
-        self, batch: list[Event | Label | Reject], cursor: Cursor, fd: int, end: int, line: int, source: str,
-        stats: IngestStats,
+        self, done: tuple[Pending, int, int], cursor: Cursor, fd: int, source: str, stats: IngestStats
     ) -> Cursor:
+        """Store a parsed batch with the cursor moved to just after its last line (``end``, ``line``)."""
+        pending, end, line = done
+        parsed = pending()
         moved = advance(cursor, fd, end, line)
-        events = [p for p in batch if isinstance(p, Event)]
-        labels = [p for p in batch if isinstance(p, Label)]
         # Rows, rejects and the cursor in one transaction: a crash keeps all of this batch or none of it.
         # A refused write (sqlite3.OperationalError: SQLITE_FULL, or locked past busy_timeout) rolls the whole
         # batch back, cursor included, and propagates: the daemon keeps the path pending and retries it later.
         with self.store.atomic():
-            if events:
-                stats.records[source] += self.store.add_events(events)
-            if labels:
-                stats.records[source] += self.store.add_labels(labels)
-            for parsed in batch:
-                if isinstance(parsed, Reject):
-                    self._reject(parsed, source, cursor.generation, stats)
+            if parsed.rows:
+                stats.records[source] += self.store.add_event_rows(parsed.rows, parsed.citations)
+            if parsed.labels:
+                stats.records[source] += self.store.add_labels(parsed.labels)
+            for reject in parsed.rejects:
+                self._reject(reject, source, cursor.generation, stats)
             self.store.put_cursor(moved)
+        if self._group_lines is not None:
+            self._group_lines += len(parsed.rows) + len(parsed.labels) + len(parsed.rejects)
+            self._group_check()  # a long file does not hold one transaction open from start to end
         return moved

@@ -184,6 +184,23 @@ def _event(r: tuple[Any, ...], cites: list[Citation]) -> Event:
     )
 
 
+#: One ``events`` row in :data:`_EVENT_COLUMNS` order, and one ``citations`` row.
+EventRow = tuple[str, int, int, str, int, str, str, str | None, str, str | None, str | None, str, str, str | None]
+CitationRow = tuple[str, int, int, int, str, str]
+
+
+def event_rows(events: Iterable[Event]) -> tuple[list[EventRow], list[CitationRow]]:
+    """The rows :meth:`Store.add_events` inserts for ``events``: plain tuples, cheap to send between processes."""
+    rows: list[EventRow] = []
+    cites: list[CitationRow] = []
+    for e in events:
+        line = e.line or 0
+        rows.append((e.path, e.generation, line, e.id, to_us(e.ts), e.agent, e.kind, e.thread, e.text, e.prompt,
+                     e.reason, _json_list(e.alternatives), _json_list(e.subject), e.corrects))
+        cites.extend((e.path, e.generation, line, i, c.type, c.target) for i, c in enumerate(e.citations))
+    return rows, cites
+
+
 def _json_list(items: tuple[str, ...]) -> str:
     return json.dumps(items) if items else "[]"
 
@@ -305,23 +322,16 @@ class Store:
 
         Returns how many were new. A replayed event's citations are ignored by the same key.
         """
+        return self.add_event_rows(*event_rows(events))
+
+    def add_event_rows(self, rows: Sequence[EventRow], citation_rows: Sequence[CitationRow]) -> int:
+        """:meth:`add_events` for rows already built by :func:`event_rows` (in an ingest worker process)."""
         cur = self.conn.executemany(
-            f"INSERT OR IGNORE INTO events ({_EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [
-                (
-                    e.path, e.generation, e.line or 0, e.id, to_us(e.ts), e.agent, e.kind, e.thread, e.text,
-                    e.prompt, e.reason, _json_list(e.alternatives), _json_list(e.subject), e.corrects,
-                )
-                for e in events
-            ],
+            f"INSERT OR IGNORE INTO events ({_EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows
         )
         self.conn.executemany(
             "INSERT OR IGNORE INTO citations (path, generation, line, seq, type, target) VALUES (?,?,?,?,?,?)",
-            [
-                (e.path, e.generation, e.line or 0, i, c.type, c.target)
-                for e in events
-                for i, c in enumerate(e.citations)
-            ],
+            citation_rows,
         )
         return max(cur.rowcount, 0)
 

@@ -1,0 +1,90 @@
+"""A watcher's batch of paths is ingested in one transaction per BATCH_LINES lines, not one per file: the same
+rows and cursors as a pass over each path, far fewer commits, and a refused write keeps exactly-once."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from daemon import ingest as ingest_module
+from daemon.config import Config
+from daemon.ingest import Ingester
+from daemon.store import Store
+
+AT = datetime(2026, 5, 3, tzinfo=UTC)
+
+
+def _logs(root: Path, agents: int, lines: int, start: int = 0) -> list[str]:
+    (root / "heartbeats").mkdir(parents=True, exist_ok=True)
+    rels = []
+    for a in range(agents):
+        rel = f"heartbeats/a{a}.jsonl"
+        with (root / rel).open("a") as f:
+            for i in range(start, start + lines):
+                f.write(json.dumps({"id": f"a{a}-{i}", "ts": "2026-05-01T00:00:00Z", "agent": f"a{a}", "kind": "dm",
+                                    "text": f"line {i}"}) + "\n")
+        rels.append(rel)
+    return rels
+
+
+def _state(db: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    conn = sqlite3.connect(db)
+    try:
+        events = sorted(conn.execute("SELECT path, generation, line, id FROM events").fetchall())
+        cursors = sorted(conn.execute("SELECT * FROM cursors").fetchall())
+        return events, cursors
+    finally:
+        conn.close()
+
+
+def test_one_transaction_per_group_same_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ingest_module, "BATCH_LINES", 50)
+    root = tmp_path / "state"
+    rels = [*_logs(root, 20, 10), "heartbeats/long.jsonl"]  # 20 logs × 10 lines, then a long one
+    with (root / "heartbeats" / "long.jsonl").open("w") as f:
+        f.writelines(json.dumps({"id": f"l{i}", "ts": "2026-05-01T00:00:00Z", "agent": "l", "kind": "dm"}) + "\n"
+                     for i in range(120))
+    with Store.open(tmp_path / "each.db") as store:
+        ingester = Ingester(store, root, Config(), clock=lambda: AT)
+        commits: list[str] = []
+        store.conn.set_trace_callback(lambda sql: commits.append(sql) if sql.strip().upper() == "COMMIT" else None)
+        for rel in rels:
+            ingester.ingest_path(rel)
+        each = len(commits)
+    with Store.open(tmp_path / "group.db") as store:
+        ingester = Ingester(store, root, Config(), clock=lambda: AT)
+        commits = []
+        store.conn.set_trace_callback(lambda sql: commits.append(sql) if sql.strip().upper() == "COMMIT" else None)
+        stats = ingester.ingest_paths(rels)
+        grouped = len(commits)
+    assert stats.records["heartbeats"] == 20 * 10 + 120
+    assert _state(tmp_path / "group.db") == _state(tmp_path / "each.db")
+    # Per path: an index update and a batch each (the long log: three batches). Grouped: one per 50 lines
+    # (a group closes at the first path or batch boundary past 50), and the last.
+    assert each >= 2 * 21
+    assert grouped <= (20 * 10 + 120) // 50 + 2, grouped
+
+
+def test_a_refused_group_rolls_back_and_is_retried_exactly_once(tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    rels = _logs(root, 5, 20)
+    with Store.open(tmp_path / "s.db") as store:
+        ingester = Ingester(store, root, Config(), clock=lambda: AT)
+        ingester.ingest_paths(rels)
+        before = _state(tmp_path / "s.db")
+        _logs(root, 5, 3000, start=20)  # more than the space left
+        pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
+        store.conn.execute(f"PRAGMA max_page_count = {pages}")
+        with pytest.raises(sqlite3.OperationalError):
+            ingester.ingest_paths(rels)
+        assert not store.conn.in_transaction
+        assert _state(tmp_path / "s.db") == before  # nothing of the refused group, cursors included
+        store.conn.execute("PRAGMA max_page_count = 1073741823")
+        ingester.ingest_paths(rels)
+        ingester.ingest_paths(rels)  # and again: nothing more
+    events, _ = _state(tmp_path / "s.db")
+    assert sorted(e[3] for e in events) == sorted(f"a{a}-{i}" for a in range(5) for i in range(3020))
