@@ -200,6 +200,7 @@ class LiveModel:
         self._winner: dict[str, Event] = {}
         self._shadowed: dict[str, list[Event]] = {}
         self._hidden: list[tuple[datetime, int, Event]] = []
+        self._loaded: list[Event] = []  # arrived before the first evaluation, in no order
         self._removed: set[int] = set()  # id() of hidden events removed before they became visible
         self._documents: dict[str, list[Event]] = {}
         self._labels: dict[str, list[Label]] = defaultdict(list)
@@ -406,9 +407,11 @@ class LiveModel:
         """``e`` with its text reduced to the phrases it matches and its repeated values shared."""
         share = self._shared.setdefault
         text = e.text if self._vocabulary is None else reduce_text(e.text, self._vocabulary)
+        # Line numbers too: one int object per line number, not per event (most are above the small-int cache).
         return e._replace(
             text=share(text, text), agent=share(e.agent, e.agent), kind=share(e.kind, e.kind),
-            path=share(e.path, e.path), prompt=share(e.prompt, e.prompt), reason=share(e.reason, e.reason),
+            line=share(e.line, e.line), path=share(e.path, e.path), thread=share(e.thread, e.thread),
+            prompt=share(e.prompt, e.prompt), reason=share(e.reason, e.reason),
             citations=share(e.citations, e.citations), alternatives=share(e.alternatives, e.alternatives),
             subject=share(e.subject, e.subject),
         )
@@ -424,7 +427,9 @@ class LiveModel:
         return result
 
     def _arrive(self, e: Event) -> None:
-        if self._fresh or e.ts > self.at:
+        if self._fresh:
+            self._loaded.append(e)  # the first evaluation sorts them all at once (a heap entry would cost ~100 B)
+        elif e.ts > self.at:
             heapq.heappush(self._hidden, (e.ts, next(self._seq), e))
         else:
             self._show(e)
@@ -688,7 +693,7 @@ class LiveModel:
         yield from self._winner.values()
         for rest in self._shadowed.values():
             yield from rest
-        for _, _, e in self._hidden:
+        for e in itertools.chain((h[2] for h in self._hidden), self._loaded):
             if id(e) not in self._removed:
                 yield e
 
