@@ -28,7 +28,18 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 from prometheus_client import CollectorRegistry
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
 from watchdog.observers import Observer
 
 from daemon import changelog
@@ -45,6 +56,11 @@ from scorers.history import DayCounts
 from scorers.score import AgentResult
 
 log = logging.getLogger("honestyd")
+#: The file events that can mean new content. Not opens and no-write closes: the daemon's own reads make two
+#: of those per log and pass, and watchdog handles each in Python before a handler could drop it (the inotify
+#: mask is built from this list, so the kernel does not even send them).
+WATCHED_EVENTS = (FileCreatedEvent, FileModifiedEvent, FileMovedEvent, FileDeletedEvent, FileClosedEvent,
+                  DirCreatedEvent, DirMovedEvent, DirDeletedEvent)
 #: Relative forms of watched paths kept by the watcher (cleared when full: rotation makes new names all day).
 _REL_CACHE = 4096
 
@@ -178,6 +194,7 @@ class Daemon:
         self._flush_handle: asyncio.TimerHandle | None = None
         self._flush_task: asyncio.Task[None] | None = None
         self._rescore_dirty = False
+        self._rescoring = 0  # evaluations running (the startup one and the scheduler's job)
         self.feed: LiveFeed | None = None
         self._history_written: tuple[date, float] | None = None
         self._job_tasks: set[asyncio.Task[Any]] = set()
@@ -384,13 +401,30 @@ class Daemon:
             self.full_rescan_pending = True
         else:
             self.pending.add(rel)
-        if self._flush_handle is None and not self.should_exit:
+        self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        """One pass at a time: paths that change during a pass wait for the next, started a debounce after it.
+
+        Starting a pass per debounce whatever the state queued passes on the lock faster than a busy daemon ran
+        them, and every evaluation waited behind all of them (the soak's metrics fell minutes behind).
+        """
+        if self._flush_handle is None and self._flush_task is None and not self.should_exit:
             loop = asyncio.get_running_loop()
             self._flush_handle = loop.call_later(self._config.daemon.debounce, self._start_flush)
 
     def _start_flush(self) -> None:
         self._flush_handle = None
-        self._flush_task = asyncio.get_running_loop().create_task(self._flush())
+        self._flush_task = asyncio.get_running_loop().create_task(self._flush_then_next())
+
+    async def _flush_then_next(self) -> None:
+        try:
+            await self._flush()
+        finally:
+            self._flush_task = None
+            # Not while the store refuses writes: then the next file event or rescan retries (see _flush).
+            if (self.pending or self.full_rescan_pending) and self._store_failing_since is None:
+                self._schedule_flush()
 
     async def _flush(self) -> None:
         assert self.lock is not None and self.ingester is not None
@@ -482,6 +516,9 @@ class Daemon:
 
     def _request_rescore(self) -> None:
         self._rescore_dirty = True
+        # A running evaluation sees the flag and goes once more; asking the scheduler would only log a skipped run.
+        if self._rescoring:
+            return
         if self.scheduler is not None and self.scheduler.running:
             self.scheduler.modify_job("rescore", next_run_time=datetime.now(UTC))
 
@@ -492,6 +529,13 @@ class Daemon:
         own, so a long first load never holds up ingest; afterwards each pass applies only what was committed
         since, and only the decisions that can have changed are re-evaluated (scorers/live.py).
         """
+        self._rescoring += 1
+        try:
+            await self._rescore_while_dirty()
+        finally:
+            self._rescoring -= 1
+
+    async def _rescore_while_dirty(self) -> None:
         assert self.lock is not None and self.store is not None
         self._rescore_dirty = True
         store = self.store
@@ -660,7 +704,7 @@ class Daemon:
     def _start_observer(self, loop: asyncio.AbstractEventLoop) -> None:
         observer = Observer()
         observer.schedule(_Watcher(self._config.state_root, loop, self._on_path), str(self._config.state_root),
-                          recursive=True)
+                          recursive=True, event_filter=list(WATCHED_EVENTS))
         observer.daemon = True
         observer.start()
         self.observer = observer

@@ -213,6 +213,8 @@ class LiveModel:
         # Indexes over visible winners.
         self._agents: dict[str, _Agent] = {}
         self._state_times: list[datetime] = []
+        #: Times of the visible decisions with a prompt key (the ones a state change can exempt), sorted.
+        self._prompted_times: list[datetime] = []
         self._prompts: dict[tuple[str, str], list[Event]] = defaultdict(list)
         self._by_path: dict[str, dict[int, Event]] = defaultdict(dict)
         self._signal_claims: dict[int, Event] = {}
@@ -503,6 +505,7 @@ class LiveModel:
             bisect.insort(a.awaiting, e, key=sort_key)
         key = self._prompt_key(e.prompt)
         if key is not None:
+            bisect.insort(self._prompted_times, e.ts)
             group = self._prompts[(e.agent, key)]
             if not group or sort_key(group[-1]) <= sort_key(e):
                 group.append(e)
@@ -534,6 +537,7 @@ class LiveModel:
             del a.awaiting[bisect.bisect_left(a.awaiting, sort_key(e), key=sort_key)]
         key = self._prompt_key(e.prompt)
         if key is not None:
+            del self._prompted_times[bisect.bisect_left(self._prompted_times, e.ts)]
             group = self._prompts[(e.agent, key)]
             j = bisect.bisect_left(group, sort_key(e), key=sort_key)
             del group[j]  # its successor is marked by _touch_neighbours below
@@ -588,6 +592,8 @@ class LiveModel:
 
     def _touch_prompted_after(self, t: datetime) -> None:
         """A state change at ``t``: every repeat answered at or after ``t`` may now be exempt, or no longer."""
+        if not self._prompted_times or self._prompted_times[-1] < t:
+            return  # the live case: a state change after every prompted decision changes none (no walk over agents)
         for a in self._agents.values():
             lo = bisect.bisect_left(a.events, t, key=_ts)
             for d in a.events[lo:]:
