@@ -540,3 +540,46 @@ def test_a_long_reader_and_a_locked_writer_do_not_lose_writes(
           f" (healthz answered in {got['healthz'] * 1000:.0f} ms meanwhile)")
     assert got["truncated"] == 0 and got["reused"] < 0.75 * got["held"]
     assert 0.5 <= got["waited"] <= 5 and got["healthz"] < 0.5
+
+
+def test_slow_passes_do_not_queue_and_evaluations_keep_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass slower than the debounce: file events during it wait for one next pass (no queue of passes on the
+    store lock, which kept every evaluation waiting behind all of them), and /metrics catches up once writes stop.
+    """
+    root, db = tmp_path / "state", tmp_path / "honestyd.db"
+    log = root / "heartbeats" / "ada.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text(_lines("ada", 0, 10))
+    real = app_module.Ingester.ingest_paths
+
+    def slow(self: app_module.Ingester, paths: list[str], *, observed: bool = True) -> object:
+        time.sleep(0.3)  # a pass that takes six debounces: the real daemon's pass under a busy fleet
+        return real(self, paths, observed=observed)
+
+    monkeypatch.setattr(app_module.Ingester, "ingest_paths", slow)
+
+    async def scenario() -> None:
+        async with _serving(_config(root, db, rescan=3600)) as d:
+            in_flight, most = 0, 0
+            flush = d._flush
+
+            async def counted() -> None:
+                nonlocal in_flight, most
+                in_flight += 1
+                most = max(most, in_flight)
+                try:
+                    await flush()
+                finally:
+                    in_flight -= 1
+
+            d._flush = counted  # type: ignore[method-assign]
+            for i in range(40):  # 2 s of appends, one every 50 ms
+                _append(log, _lines("ada", 10 + i, 1))
+                await asyncio.sleep(0.05)
+            def counted_all() -> bool:
+                return d.snapshot is not None and d.snapshot.counters.ingest_records.get("heartbeats", 0) >= 50
+
+            await _until(counted_all, 5, "the evaluation to count every line")
+            assert most == 1, f"{most} passes were in flight at once"
+
+    asyncio.run(scenario())
