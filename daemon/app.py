@@ -49,7 +49,6 @@ from daemon.ingest import Clock, Ingester, IngestStats, store_full, system_clock
 from daemon.live import LiveFeed
 from daemon.metrics import make_registry
 from daemon.notify import Notifier
-from daemon.parsepool import make_parser
 from daemon.snapshot import Counters, Snapshot
 from daemon.store import Store
 from scorers.history import DayCounts
@@ -295,8 +294,7 @@ class Daemon:
         cfg = self._config
         self.notifier.status("starting: catching up with the state directory")
         self.store = await asyncio.to_thread(Store.open, cfg.db_path)
-        self.ingester = Ingester(self.store, cfg.state_root, cfg, self._observed_clock,
-                                 make_parser(cfg.daemon.parse_workers))
+        self.ingester = Ingester(self.store, cfg.state_root, cfg, self._observed_clock)
         await asyncio.to_thread(self._record_methodology, None)
         await self._scan()
         await self._rescore()
@@ -344,8 +342,6 @@ class Daemon:
             await asyncio.wait_for(self._flush(), self._config.daemon.drain_timeout)
         except TimeoutError:
             log.warning("drain timed out; %d paths left for the next start's rescan", len(self.pending))
-        if self.ingester is not None:
-            await asyncio.to_thread(self.ingester.parser.close)
         if self._job_tasks:
             # A job may be mid-evaluation in a worker thread: let it finish before the store closes. Wait before
             # the scheduler shuts down, which cancels running job tasks (the thread would go on, store closed under
@@ -377,9 +373,6 @@ class Daemon:
             log.warning("state root, database and listen address change only on restart")
             new = replace(new, state_root=old.state_root, db_path=old.db_path,
                           daemon=replace(new.daemon, listen=old.daemon.listen))
-        if new.daemon.parse_workers != old.daemon.parse_workers:
-            log.warning("daemon.parse_workers changes only on restart")
-            new = replace(new, daemon=replace(new.daemon, parse_workers=old.daemon.parse_workers))
         self._config = new
         assert self.ingester is not None
         self.ingester.config = new

@@ -115,17 +115,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_ingest(args: argparse.Namespace) -> int:
     """One-shot catch-up of a state directory into a database (running it twice adds nothing)."""
     from daemon.ingest import Ingester
-    from daemon.parsepool import make_parser
     from daemon.store import Store
 
     config = _load_config_or_exit(Path(args.config) if args.config else None)
-    parser = make_parser(config.daemon.parse_workers)
-    try:
-        with Store.open(Path(args.db)) as store:
-            stats = Ingester(store, Path(args.state), config, parser=parser).scan()
-            counts = store.counts()
-    finally:
-        parser.close()
+    with Store.open(Path(args.db)) as store:
+        stats = Ingester(store, Path(args.state), config).scan()
+        counts = store.counts()
     added = sum(stats.records.values())
     rejected = sum(stats.rejects.values())
     print(

@@ -151,8 +151,6 @@ class Daemon:
     rescan_interval: timedelta = timedelta(minutes=5)
     rescore_interval: timedelta = timedelta(minutes=1)
     drain_timeout: float = 10.0
-    #: Processes that parse JSON Lines batches beside the daemon's own (0: parse in the daemon's process).
-    parse_workers: int = 1
 
 
 @dataclass(frozen=True)
@@ -321,13 +319,6 @@ def _signals(value: Any) -> tuple[Signal, ...]:
     return tuple(signals)
 
 
-def _parse_workers(value: Any) -> int:
-    """0 to 8: more would only compete with the daemon for the same cores."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 8:
-        raise ValueError("must be an integer from 0 to 8")
-    return value
-
-
 def _nonneg_float(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not (value >= 0 and _finite(value)):
         raise ValueError("must be a number ≥ 0")
@@ -449,7 +440,6 @@ _SCHEMA: dict[str, dict[str, tuple[str, Validator]]] = {
         "rescan_interval": ("daemon.rescan_interval", _duration),
         "rescore_interval": ("daemon.rescore_interval", _duration),
         "drain_timeout": ("daemon.drain_timeout", _positive_float),
-        "parse_workers": ("daemon.parse_workers", _parse_workers),
     },
     "api": {
         "reviewers_env": ("api.reviewers_env", _str),
@@ -667,8 +657,7 @@ def render_config(cfg: Config) -> str:
     d = cfg.daemon
     lines += ["", "[daemon]", f"listen = {q(d.listen)}", f"debounce = {d.debounce!r}",
               f"rescan_interval = {q(format_duration(d.rescan_interval))}",
-              f"rescore_interval = {q(format_duration(d.rescore_interval))}", f"drain_timeout = {d.drain_timeout!r}",
-              f"parse_workers = {d.parse_workers}"]
+              f"rescore_interval = {q(format_duration(d.rescore_interval))}", f"drain_timeout = {d.drain_timeout!r}"]
     a = cfg.api
     lines += ["", "[api]", f"reviewers_env = {q(a.reviewers_env)}", f"reviewers_file = {q(a.reviewers_file)}",
               f"max_body = {a.max_body}", "", "[benchmark.models]"]

@@ -12,30 +12,25 @@ import hashlib
 import logging
 import os
 import sqlite3
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from collectors.evals import parse_eval
+from collectors.jsonl import parse_event, parse_label, strip_ending
 from collectors.markdown import decode, front_matter_ts, parse_markdown
 from collectors.records import Event, Label, Reject
 from collectors.statedir import FileInfo, glob_match, inside, stat_file, walk
 from collectors.tail import Cursor, advance, complete_lines, find_rotated, matches, new_cursor
 from daemon.config import Config
-from daemon.parsepool import Batch, InlineParser, Parsed, Parser, Pending, RawData
-from daemon.store import IndexRow, Store
+from daemon.store import CitationRow, EventRow, IndexRow, Store, event_rows
 
 log = logging.getLogger("honestyd.ingest")
 
 BATCH_LINES = 5000
-_EMPTY = Parsed([], [], [], [])
-
-
-def _nothing() -> Parsed:
-    """The parse of no lines (a cursor that moves without a new line, e.g. past an unfinished one)."""
-    return _EMPTY
 Clock = Callable[[], datetime]
 
 
@@ -58,6 +53,44 @@ def store_full(exc: BaseException) -> sqlite3.Error | None:
     return None
 
 
+class Parsed(NamedTuple):
+    """What a batch of lines holds: event rows for the store (see :func:`daemon.store.event_rows`), labels, rejects."""
+
+    rows: list[EventRow]
+    citations: list[CitationRow]
+    labels: list[Label]
+    rejects: list[Reject]
+
+
+def parse_line(data: bytes | None, snippet: bytes, path: str, line: int, generation: int, source: str,
+               repo: str) -> Event | Label | Reject:
+    """One line of a heartbeat log or a labels file as a record, or the reason it is refused."""
+    if data is None:
+        return Reject(path, line, "oversized", snippet.decode("utf-8", "replace")[:200])
+    data = strip_ending(data)
+    if source == "labels":
+        return parse_label(data, path, line, generation)
+    return parse_event(data, path, line, repo, generation)
+
+
+def parse_batch(lines: list[tuple[bytes | None, bytes]], path: str, first: int, generation: int, source: str,
+                repo: str) -> Parsed:
+    """Parse consecutive lines of one source, the first being line ``first`` (pure)."""
+    events: list[Event] = []
+    labels: list[Label] = []
+    rejects: list[Reject] = []
+    for n, (data, snippet) in enumerate(lines, first):
+        parsed = parse_line(data, snippet, path, n, generation, source, repo)
+        if isinstance(parsed, Event):
+            events.append(parsed)
+        elif isinstance(parsed, Label):
+            labels.append(parsed)
+        else:
+            rejects.append(parsed)
+    rows, citations = event_rows(events)
+    return Parsed(rows, citations, labels, rejects)
+
+
 @dataclass
 class IngestStats:
     """What one pass did (records by source, rejects by (source, reason))."""
@@ -78,15 +111,11 @@ class IngestStats:
 class Ingester:
     """Feeds one state root into one store. ``observed`` = True means a watcher saw the change now."""
 
-    def __init__(
-        self, store: Store, root: Path, config: Config, clock: Clock = system_clock, parser: Parser | None = None
-    ) -> None:
+    def __init__(self, store: Store, root: Path, config: Config, clock: Clock = system_clock) -> None:
         self.store = store
         self.root = root
         self.config = config
         self.clock = clock
-        #: Where line batches are parsed: inline by default; the daemon and ``honestyd ingest`` pass a worker.
-        self.parser: Parser = parser if parser is not None else InlineParser()
         #: Lines taken in the open transaction group of ingest_paths (None: no group open).
         self._group_lines: int | None = None
 
@@ -322,40 +351,29 @@ class Ingester:
                 log.info("%s: truncated or rewritten; reading again from the start", cursor.path)
                 cursor = new_cursor(cursor.path, cursor.dev, cursor.ino, cursor.generation + 1)
             line = cursor.line
-            lines: list[RawData] = []
+            lines: list[tuple[bytes | None, bytes]] = []
             end = cursor.offset
-            # Each batch is parsed (perhaps in the worker process) while the one before it is committed: at most
-            # two are in flight, and they are committed in file order, each with the cursor just after it.
-            in_flight: deque[tuple[Pending, int, int]] = deque()
             for raw in complete_lines(f, cursor.offset):
                 line += 1
                 end = raw.end
                 lines.append((raw.data, raw.snippet))
                 if len(lines) >= BATCH_LINES:
-                    in_flight.append((self._submit(lines, cursor, line, source), end, line))
+                    cursor = self._commit(self._parse(lines, cursor, line, source), cursor, fd, end, line, source,
+                                          stats)
                     lines = []
-                    if len(in_flight) > 1:
-                        cursor = self._commit(in_flight.popleft(), cursor, fd, source, stats)
-            if lines:
-                in_flight.append((self._submit(lines, cursor, line, source), end, line))
-            while in_flight:
-                cursor = self._commit(in_flight.popleft(), cursor, fd, source, stats)
-            if end != cursor.offset or self.store.cursor(cursor.path) != cursor:
-                cursor = self._commit((_nothing, end, line), cursor, fd, source, stats)
+            if lines or end != cursor.offset or self.store.cursor(cursor.path) != cursor:
+                cursor = self._commit(self._parse(lines, cursor, line, source), cursor, fd, end, line, source, stats)
         return cursor
 
-    def _submit(self, lines: list[RawData], cursor: Cursor, last: int, source: str) -> Pending:
-        """Start parsing ``lines``, the last of which is line ``last`` of the cursor's file."""
-        first = last - len(lines) + 1
-        return self.parser.submit(Batch(lines, cursor.path, first, cursor.generation, source,
-                                        self.config.github_repo))
+    def _parse(self, lines: list[tuple[bytes | None, bytes]], cursor: Cursor, last: int, source: str) -> Parsed:
+        """Parse ``lines``, the last of which is line ``last`` of the cursor's file."""
+        return parse_batch(lines, cursor.path, last - len(lines) + 1, cursor.generation, source,
+                           self.config.github_repo)
 
     def _commit(
-        self, done: tuple[Pending, int, int], cursor: Cursor, fd: int, source: str, stats: IngestStats
+        self, parsed: Parsed, cursor: Cursor, fd: int, end: int, line: int, source: str, stats: IngestStats
     ) -> Cursor:
         """Store a parsed batch with the cursor moved to just after its last line (``end``, ``line``)."""
-        pending, end, line = done
-        parsed = pending()
         moved = advance(cursor, fd, end, line)
         # Rows, rejects and the cursor in one transaction: a crash keeps all of this batch or none of it.
         # A refused write (sqlite3.OperationalError: SQLITE_FULL, or locked past busy_timeout) rolls the whole
