@@ -61,7 +61,7 @@ def _toml(data: dict[str, Any], prefix: str = "") -> str:
 def daemon_config(ds: Dataset | None, path: Path) -> Path:
     """The simulator's config plus the issue's daemon settings; no source verification (no network)."""
     config: dict[str, Any] = tomllib.loads(ds.config.read_text()) if ds is not None else {}
-    config["daemon"] = {**config.get("daemon", {}), "rescore_interval": "1m", "debounce": 0.05}
+    config["daemon"] = {**config.get("daemon", {}), "rescore_interval": "1m"}  # debounce: the default, 0.05 s
     verify = config.setdefault("verify", {})
     verify["rates"] = {"url": 0.0, "path": 0.0, "run": 0.0, "issue": 0.0}
     path.write_text(_toml(config))
