@@ -8,6 +8,7 @@ stop the scheduler, close HTTP, close the store — and the process exits 0.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import os
@@ -35,13 +36,13 @@ from watchdog.events import (
     FileClosedEvent,
     FileCreatedEvent,
     FileDeletedEvent,
-    FileModifiedEvent,
     FileMovedEvent,
     FileSystemEvent,
     FileSystemEventHandler,
 )
 from watchdog.observers import Observer
 
+from collectors.poll import LogPoller
 from daemon import changelog
 from daemon.api import HTTP_LIMITS, HTTP_LOG, make_app
 from daemon.config import COMPONENTS, Config, ConfigError, load_config
@@ -55,11 +56,14 @@ from scorers.history import DayCounts
 from scorers.score import AgentResult
 
 log = logging.getLogger("honestyd")
-#: The file events that can mean new content. Not opens and no-write closes: the daemon's own reads make two
-#: of those per log and pass, and watchdog handles each in Python before a handler could drop it (the inotify
-#: mask is built from this list, so the kernel does not even send them).
-WATCHED_EVENTS = (FileCreatedEvent, FileModifiedEvent, FileMovedEvent, FileDeletedEvent, FileClosedEvent,
-                  DirCreatedEvent, DirMovedEvent, DirDeletedEvent)
+#: The file events the watcher asks inotify for (watchdog builds the mask from this list, so the kernel does
+#: not even send the others): files appearing, moving, going, and closing after a write. Not modifications:
+#: appends to logs are found by polling them (collectors/poll.py), since every append is an event watchdog
+#: handles in Python; nor opens and read-only closes, two per log the daemon itself reads.
+WATCHED_EVENTS = (FileCreatedEvent, FileMovedEvent, FileDeletedEvent, FileClosedEvent, DirCreatedEvent,
+                  DirMovedEvent, DirDeletedEvent)
+#: The shortest time between two polls of the logs (the poll runs every debounce, but not in a busy loop).
+MIN_POLL = 0.02
 #: Relative forms of watched paths kept by the watcher (cleared when full: rotation makes new names all day).
 _REL_CACHE = 4096
 
@@ -194,6 +198,8 @@ class Daemon:
         self._flush_task: asyncio.Task[None] | None = None
         self._rescore_dirty = False
         self._rescoring = 0  # evaluations running (the startup one and the scheduler's job)
+        self.poller = LogPoller(self._config.state_root)
+        self._poll_task: asyncio.Task[None] | None = None
         self.feed: LiveFeed | None = None
         self._history_written: tuple[date, float] | None = None
         self._job_tasks: set[asyncio.Task[Any]] = set()
@@ -300,6 +306,8 @@ class Daemon:
         await self._rescore()
         await self._start_http()
         self._start_observer(loop)
+        await self._track_logs()
+        self._poll_task = loop.create_task(self._poll_logs())
         self._start_scheduler()
         self.started.set()
         self.notifier.ready(status=self._status())
@@ -336,6 +344,11 @@ class Daemon:
         if self.observer is not None:
             self.observer.stop()
             await asyncio.to_thread(self.observer.join, 5)
+        if self._poll_task is not None:
+            self._poll_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poll_task
+            self._on_changed_logs()  # the last appends join the drain
         if self._flush_handle is not None:
             self._flush_handle.cancel()
         try:
@@ -394,6 +407,9 @@ class Daemon:
             self.full_rescan_pending = True
         else:
             self.pending.add(rel)
+            if rel not in self.poller and self.ingester is not None and \
+                    self.ingester.source_of(rel) in ("heartbeats", "labels"):
+                self.poller.track(rel)
         self._schedule_flush()
 
     def _schedule_flush(self) -> None:
@@ -658,6 +674,26 @@ class Daemon:
     async def _rescan_job(self) -> None:
         self.full_rescan_pending = True
         await self._flush()
+        await self._track_logs()
+
+    async def _track_logs(self) -> None:
+        """Poll every log the store has a cursor for (the watcher adds logs that appear later)."""
+        assert self.lock is not None and self.store is not None
+        async with self.lock:
+            cursors = await asyncio.to_thread(self.store.cursors)
+        for cursor in cursors:
+            if cursor.path not in self.poller:
+                self.poller.track(cursor.path)
+
+    async def _poll_logs(self) -> None:
+        """Every debounce, hand the logs whose size or time changed to the next pass (see collectors/poll.py)."""
+        while not self.should_exit:
+            await asyncio.sleep(max(self._config.daemon.debounce, MIN_POLL))
+            self._on_changed_logs()
+
+    def _on_changed_logs(self) -> None:
+        for rel in self.poller.changed():
+            self._on_path(rel)
 
     async def _watch_observer(self) -> None:
         if self.observer is not None and not self.observer.is_alive() and not self.should_exit:

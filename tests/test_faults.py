@@ -18,8 +18,9 @@ Each fault is injected where it happens in production, and each test counts what
   batch rolls back with its cursor; the daemon keeps serving; raising the limit resumes ingest with nothing lost.
   Also at start-up: a store that is full before the first scan still starts serving, and catches up later.
 * **The watcher misses events** (in-process: the observer is blinded with ``unschedule_all``): the 1 s rescan
-  finds every append within its interval; a dead observer thread is restarted by the watcher job, and the new one
-  delivers events on its own (rescan set to an hour).
+  finds every new brief within its interval; appends to known logs are found by the log poller even with the
+  watcher blind and the writer's file kept open; a dead observer thread is restarted by the watcher job, and
+  the new one delivers events on its own (rescan set to an hour).
 * **SQLite busy**: a reader holding a read transaction does not stop ingest; the WAL grows while it holds its
   snapshot, stays bounded once it ends and the checkpoint job truncates it to 0. Another writer holding the
   write lock for 1 s makes the daemon's batch wait (busy_timeout 5 s) and succeed; holding it for 6 s makes the
@@ -49,7 +50,7 @@ import pytest
 
 from collectors.rfc3339 import format_ts
 from daemon import app as app_module
-from daemon.app import Daemon
+from daemon.app import Daemon, Overrides
 from daemon.config import Config, GitHub
 from daemon.config import Daemon as DaemonSettings
 from daemon.store import Store
@@ -263,8 +264,8 @@ def _config(root: Path, db: Path, *, rescan: float = 1.0) -> Config:
 
 
 @contextlib.asynccontextmanager
-async def _serving(config: Config) -> AsyncIterator[Daemon]:
-    d = Daemon(config, environ={})
+async def _serving(config: Config, overrides: Overrides | None = None) -> AsyncIterator[Daemon]:
+    d = Daemon(config, environ={}, overrides=overrides or Overrides())
     task = asyncio.create_task(d.serve())
     ready = asyncio.create_task(d.started.wait())
     await asyncio.wait({task, ready}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
@@ -408,6 +409,13 @@ def test_a_store_full_at_start_up_still_serves_then_catches_up(
     asyncio.run(scenario())
 
 
+def _brief(root: Path, n: int) -> None:
+    """A new brief: only the watcher or a rescan finds a new Markdown file (the log poller knows only logs)."""
+    path = root / "briefs" / f"b{n}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"---\nagent: ada\nts: {format_ts(datetime.now(UTC) - timedelta(days=400))}\n---\nbrief {n}\n")
+
+
 def test_rescan_catches_what_a_blind_watcher_missed(tmp_path: Path) -> None:
     root, db = tmp_path / "state", tmp_path / "honestyd.db"
     log = root / "heartbeats" / "ada.jsonl"
@@ -422,14 +430,43 @@ def test_rescan_catches_what_a_blind_watcher_missed(tmp_path: Path) -> None:
             latencies = []
             for k in range(6):
                 await asyncio.sleep(rng.uniform(0.05, 1.0))
-                _append(log, _lines("ada", 10 + 10 * k, 10))
-                latencies.append(await _until(lambda k=k: _events(d) == 20 + 10 * k, 5, f"append {k}"))
+                _brief(root, k)
+                latencies.append(await _until(lambda k=k: _events(d) == 11 + k, 5, f"brief {k}"))
             assert d.observer.is_alive()
             return latencies
 
     latencies = asyncio.run(scenario())
-    print(f"\nblind watcher: 6 appends found by the 1 s rescan after {', '.join(f'{s:.2f}' for s in latencies)} s")
+    print(f"\nblind watcher: 6 new briefs found by the 1 s rescan after {', '.join(f'{s:.2f}' for s in latencies)} s")
     assert max(latencies) <= 1.0 + 0.75  # within the interval, plus a pass and a little scheduling slack
+
+
+def test_a_blind_watcher_still_sees_appends_by_polling(tmp_path: Path) -> None:
+    """Appends to known logs are found by polling their size (no inotify modify events are asked for), so a
+    writer that keeps its file open, or a watcher gone blind, does not hold them up until the rescan.
+    """
+    root, db = tmp_path / "state", tmp_path / "honestyd.db"
+    log = root / "heartbeats" / "ada.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text(_lines("ada", 0, 10))
+
+    async def scenario() -> list[float]:
+        # No rescan: only the poller can deliver. The root comes from the command line, as `--state` gives it.
+        config = _config(tmp_path / "elsewhere", db, rescan=3600)
+        async with _serving(config, Overrides(state=root)) as d:
+            await _until(lambda: _events(d) == 10, 5, "the first 10")
+            d.observer.unschedule_all()
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND)  # kept open: no close-after-write event either
+            try:
+                took = []
+                for k in range(5):
+                    os.write(fd, _lines("ada", 10 + 10 * k, 10).encode())
+                    took.append(await _until(lambda k=k: _events(d) == 20 + 10 * k, 2, f"append {k}"))
+            finally:
+                os.close(fd)
+            return took
+
+    took = asyncio.run(scenario())
+    print(f"\nblind watcher, open writer: appends found by the poller after {', '.join(f'{s:.2f}' for s in took)} s")
 
 
 def test_a_dead_watcher_is_restarted_and_delivers_again(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -444,20 +481,20 @@ def test_a_dead_watcher_is_restarted_and_delivers_again(tmp_path: Path, caplog: 
             await _until(lambda: _events(d) == 10, 5, "the first 10")
             first = d.observer
             first.unschedule_all()
-            _append(log, _lines("ada", 10, 10))
+            _brief(root, 1)
             await asyncio.sleep(1.0)
             assert _events(d) == 10, "a blind watcher with no rescan must miss this (else the test proves nothing)"
             first.stop()
             await asyncio.to_thread(first.join, 5)
-            # The watcher job (every 2 s) notices, starts a new observer and rescans: the missed lines arrive.
+            # The watcher job (every 2 s) notices, starts a new observer and rescans: the missed brief arrives.
             await _until(lambda: d.observer is not first and d.observer.is_alive(), 5, "a new observer")
-            await _until(lambda: _events(d) == 20, 5, "the rescan after the restart")
+            await _until(lambda: _events(d) == 11, 5, "the rescan after the restart")
             assert "file watcher thread died" in caplog.text
-            _append(log, _lines("ada", 20, 10))
-            return await _until(lambda: _events(d) == 30, 2, "the new observer's own event")
+            _brief(root, 2)
+            return await _until(lambda: _events(d) == 12, 2, "the new observer's own event")
 
     took = asyncio.run(scenario())
-    print(f"\nrestarted watcher delivered an append in {took:.2f} s")
+    print(f"\nrestarted watcher delivered a new brief in {took:.2f} s")
 
 
 def _hold_write_lock(db: Path, seconds: float, held: threading.Event) -> None:

@@ -1,0 +1,57 @@
+"""The log poller: appends, truncation and rotation of tracked logs are reported; nothing else is."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from collectors.poll import LogPoller
+
+
+def _append(path: Path, text: str) -> None:
+    with path.open("a") as f:
+        f.write(text)
+
+
+def test_appends_truncation_and_rotation_are_reported(tmp_path: Path) -> None:
+    (tmp_path / "heartbeats").mkdir()
+    log = tmp_path / "heartbeats" / "a.jsonl"
+    other = tmp_path / "heartbeats" / "b.jsonl"
+    log.write_text("1\n")
+    other.write_text("1\n")
+    poller = LogPoller(tmp_path)
+    poller.track("heartbeats/a.jsonl")
+    assert "heartbeats/a.jsonl" in poller and len(poller) == 1
+    assert poller.changed() == []  # tracking takes the current state as seen
+    _append(log, "2\n")
+    _append(other, "2\n")  # not tracked: not reported
+    assert poller.changed() == ["heartbeats/a.jsonl"]
+    assert poller.changed() == []  # reported once per change
+    os.truncate(log, 0)  # copytruncate: smaller, same inode
+    assert poller.changed() == ["heartbeats/a.jsonl"]
+    log.rename(tmp_path / "heartbeats" / "a.jsonl.1")  # rename rotation: gone is news once, then untracked
+    assert poller.changed() == ["heartbeats/a.jsonl"]
+    assert "heartbeats/a.jsonl" not in poller
+    log.write_text("new\n")
+    assert poller.changed() == []  # the watcher reports the new file, and the daemon tracks it again
+    poller.track("heartbeats/a.jsonl")
+    _append(log, "more\n")
+    assert poller.changed() == ["heartbeats/a.jsonl"]
+
+
+def test_a_same_size_rewrite_is_seen_by_its_time(tmp_path: Path) -> None:
+    log = tmp_path / "a.jsonl"
+    log.write_text("aaaa\n")
+    os.utime(log, ns=(1_000_000_000, 1_000_000_000))
+    poller = LogPoller(tmp_path)
+    poller.track("a.jsonl")
+    log.write_text("bbbb\n")  # same size, same inode: only the modification time differs
+    assert poller.changed() == ["a.jsonl"]
+
+
+def test_a_log_tracked_before_it_exists_is_reported_when_it_appears(tmp_path: Path) -> None:
+    poller = LogPoller(tmp_path)
+    poller.track("late.jsonl")
+    assert poller.changed() == []
+    (tmp_path / "late.jsonl").write_text("1\n")
+    assert poller.changed() == ["late.jsonl"]
