@@ -146,7 +146,8 @@ class _Checks(Mapping[tuple[str, str], CheckResult]):
 class _Agent:
     """One agent's visible decisions in (ts, read order), with their cached counts."""
 
-    __slots__ = ("awaiting", "blocks", "counts", "events", "labelled", "pts", "pts_sorted", "repeats", "version")
+    __slots__ = ("awaiting", "blocks", "counts", "events", "labelled", "pts", "pts_sorted", "repeats", "tail",
+                 "tail_key", "version")
 
     def __init__(self) -> None:
         self.events: list[Event] = []
@@ -165,6 +166,9 @@ class _Agent:
         #: Refusals only a later decision can decide (refusal_correctness.needs_follow_up), in (ts, read order).
         self.awaiting: list[Event] = []
         self.version = 0
+        #: Column sums of the decisions after the last whole block, for (version, number of decisions).
+        self.tail: tuple[int, ...] = _ZERO
+        self.tail_key: tuple[int, int] = (-1, -1)
 
     def changed(self, i: int) -> None:
         """The decision at index ``i`` (and so every later position) changed: drop the block sums from there."""
@@ -812,7 +816,11 @@ def _range_sums(a: _Agent, lo: int) -> list[int]:
     while len(a.blocks) < last:
         k = len(a.blocks)
         a.blocks.append(tuple(_column_sums(a.counts[k * _BLOCK:(k + 1) * _BLOCK])))
-    parts = [_column_sums(a.counts[lo:first * _BLOCK]), *a.blocks[first:last], _column_sums(a.counts[last * _BLOCK:])]
+    # The tail after the last whole block is the same for every window: summed once per version of the agent.
+    key = (a.version, n)
+    if a.tail_key != key:
+        a.tail_key, a.tail = key, tuple(_column_sums(a.counts[last * _BLOCK:]))
+    parts = [_column_sums(a.counts[lo:first * _BLOCK]), *a.blocks[first:last], a.tail]
     return [sum(col) for col in zip(*parts, strict=True)]
 
 
