@@ -40,9 +40,12 @@ class LogPoller:
     def __contains__(self, rel: object) -> bool:
         return rel in self._seen
 
-    def track(self, rel: str) -> None:
-        """Poll ``rel`` (relative to the root) from now on; its current state counts as seen."""
-        self._seen[rel] = signature(os.path.join(self.root, rel))
+    def track(self, rel: str, *, seen: bool = True) -> None:
+        """Poll ``rel`` (relative to the root) from now on. ``seen``: its current state is already being read
+        (a pass is pending for it); otherwise the next poll reports it if it exists, so nothing appended
+        between the caller's last read and now waits for another append.
+        """
+        self._seen[rel] = signature(os.path.join(self.root, rel)) if seen else None
 
     def changed(self) -> list[str]:
         """The tracked logs whose signature changed since last seen, in sorted order.

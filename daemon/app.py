@@ -104,9 +104,9 @@ def parse_reviewers(text: str) -> dict[str, str]:
 class _Watcher(FileSystemEventHandler):
     """Hands changed paths (relative to the root) from watchdog's thread to the event loop.
 
-    A busy fleet makes thousands of file events a second, mostly the same few logs again; the loop is woken once
-    per batch of them (when the batch goes from empty to not), not once per event, and a path's relative form is
-    worked out once.
+    Appends are not among the events asked for (see WATCHED_EVENTS), but rotations and saves still come in
+    bursts: the loop is woken once per batch of events (when the batch goes from empty to not), not once per
+    event, and a path's relative form is worked out once.
     """
 
     def __init__(self, root: Path, loop: asyncio.AbstractEventLoop, deliver: Callable[[str | None], None]) -> None:
@@ -683,7 +683,7 @@ class Daemon:
             cursors = await asyncio.to_thread(self.store.cursors)
         for cursor in cursors:
             if cursor.path not in self.poller:
-                self.poller.track(cursor.path)
+                self.poller.track(cursor.path, seen=False)  # an append since the scan read it is not left waiting
 
     async def _poll_logs(self) -> None:
         """Every debounce, hand the logs whose size or time changed to the next pass (see collectors/poll.py)."""

@@ -190,7 +190,7 @@ CitationRow = tuple[str, int, int, int, str, str]
 
 
 def event_rows(events: Iterable[Event]) -> tuple[list[EventRow], list[CitationRow]]:
-    """The rows :meth:`Store.add_events` inserts for ``events``: plain tuples, cheap to send between processes."""
+    """The rows :meth:`Store.add_events` inserts for ``events`` (ingest builds them once, while parsing)."""
     rows: list[EventRow] = []
     cites: list[CitationRow] = []
     for e in events:
@@ -325,7 +325,7 @@ class Store:
         return self.add_event_rows(*event_rows(events))
 
     def add_event_rows(self, rows: Sequence[EventRow], citation_rows: Sequence[CitationRow]) -> int:
-        """:meth:`add_events` for rows already built by :func:`event_rows` (in an ingest worker process)."""
+        """:meth:`add_events` for rows already built by :func:`event_rows`."""
         cur = self.conn.executemany(
             f"INSERT OR IGNORE INTO events ({_EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows
         )

@@ -49,6 +49,15 @@ def test_a_same_size_rewrite_is_seen_by_its_time(tmp_path: Path) -> None:
     assert poller.changed() == ["a.jsonl"]
 
 
+def test_a_log_tracked_unseen_is_reported_at_the_next_poll(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_text("1\n")
+    poller = LogPoller(tmp_path)
+    poller.track("a.jsonl", seen=False)  # known from a cursor: lines may have come since the scan read it
+    poller.track("b.jsonl", seen=False)  # a cursor whose file is gone: nothing to report
+    assert poller.changed() == ["a.jsonl"]
+    assert poller.changed() == []
+
+
 def test_a_log_tracked_before_it_exists_is_reported_when_it_appears(tmp_path: Path) -> None:
     poller = LogPoller(tmp_path)
     poller.track("late.jsonl")
