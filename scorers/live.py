@@ -146,8 +146,8 @@ class _Checks(Mapping[tuple[str, str], CheckResult]):
 class _Agent:
     """One agent's visible decisions in (ts, read order), with their cached counts."""
 
-    __slots__ = ("awaiting", "blocks", "counts", "events", "labelled", "pts", "pts_sorted", "repeats", "tail",
-                 "tail_key", "version")
+    __slots__ = ("awaiting", "blocks", "counts", "events", "labelled", "pts", "pts_sorted", "repeat_counts", "repeats",
+                 "tail", "tail_key", "version")
 
     def __init__(self) -> None:
         self.events: list[Event] = []
@@ -158,6 +158,9 @@ class _Agent:
         self.pts_sorted: list[datetime] = []
         #: The decisions whose pts is set (repeats with a counted consistency outcome), in (ts, read order).
         self.repeats: list[Event] = []
+        #: id() of each of those → (pts, its consistency passed, counted, pending): what a window whose edge
+        #: passed pts takes back out, without finding the decision's position.
+        self.repeat_counts: dict[int, tuple[datetime, int, int, int]] = {}
         #: Column sums of ``counts`` per block of _BLOCK decisions, valid for the leading blocks kept here.
         self.blocks: list[tuple[int, ...]] = []
         #: Ids of this agent's labelled decisions → their latest visible label time (a reply can matter until
@@ -533,6 +536,7 @@ class LiveModel:
         if pts is not None:
             del a.pts_sorted[bisect.bisect_left(a.pts_sorted, pts)]
             del a.repeats[bisect.bisect_left(a.repeats, sort_key(e), key=sort_key)]
+            del a.repeat_counts[id(e)]
         del a.events[i], a.counts[i], a.pts[i]
         a.changed(i)
         a.version = next(self._seq)  # model-wide: an agent removed and re-created never repeats a version
@@ -739,9 +743,11 @@ class LiveModel:
         if old is not None:
             del a.pts_sorted[bisect.bisect_left(a.pts_sorted, old)]
             del a.repeats[bisect.bisect_left(a.repeats, sort_key(e), key=sort_key)]
+            del a.repeat_counts[id(e)]
         if pts is not None:
             bisect.insort(a.pts_sorted, pts)
             bisect.insort(a.repeats, e, key=sort_key)
+            a.repeat_counts[id(e)] = (pts, counts[_CONS], counts[_CONS + 1], counts[_CONS + 2])
         a.changed(i)
         shared = tuple(counts)
         a.counts[i] = self._shared.setdefault(("counts", shared), shared)
@@ -787,12 +793,13 @@ class LiveModel:
     def _sum(self, agent: str, a: _Agent, lo: int, edge: datetime) -> AgentResult:
         totals = _range_sums(a, lo)
         # A repeat whose previous answer left the window counts as — (spec 3.5: both answers in the window).
-        for d in a.repeats[bisect.bisect_right(a.repeats, edge, key=_ts):]:
-            i = a.index(d)
-            pts = a.pts[i] if i is not None else None
-            if i is not None and pts is not None and pts <= edge:
-                for k in range(_CONS, _CONS + 3):
-                    totals[k] -= a.counts[i][k]
+        if a.pts_sorted and a.pts_sorted[0] <= edge:  # else no repeat's previous answer has left the window
+            for d in a.repeats[bisect.bisect_right(a.repeats, edge, key=_ts):]:
+                pts, passed, counted, pending = a.repeat_counts[id(d)]
+                if pts <= edge:
+                    totals[_CONS] -= passed
+                    totals[_CONS + 1] -= counted
+                    totals[_CONS + 2] -= pending
         components = {
             n: ComponentResult(totals[s], totals[s + 1], totals[s + 2]) for n, s in _SLOT.items()
         }

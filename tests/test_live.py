@@ -344,6 +344,12 @@ SCENARIOS: dict[str, list[tuple[Any, ...]]] = {
         ("doc", "findings/f1.md", []),
         ("eval", 3),
     ],
+    "a repeat's previous answer reaches the window's edge exactly": [
+        ("events", [_e("p1", 0, "https://x.org/ok", prompt="where?", line=1),
+                    _e("p2", 60, "https://x.org/dead", prompt="where?", line=2)]),
+        ("eval", 60 * 24 * 7 - 1),  # the 7d window (T − 7 d, T]: p1 at T − 7 d + 1 min is in it
+        ("eval", 60 * 24 * 7),  # p1 at T − 7 d exactly is not: p2 counts as —
+    ],
     "records dated after T appear when T reaches them, and the clock may step back": [
         ("events", [_e("a", 0, line=1), _e("b", 30, "No, because red; instead wait.", kind="refusal", line=2)]),
         ("labels", [Label(_at(40), "a", "down", "rev1", "labels/r.jsonl", 1)]),
