@@ -386,21 +386,20 @@ class LiveModel:
 
     def previous_same_prompt(self, d: Event) -> Event | None:
         """The latest earlier decision of the same agent with the same prompt key."""
-        key = self._prompt_key(d.prompt)
-        if key is None:
-            return None
-        group = self._prompts.get((d.agent, key), [])
+        group = self._prompt_group(d)
         i = bisect.bisect_left(group, sort_key(d), key=sort_key)
         return group[i - 1] if i > 0 else None
 
     def _next_same_prompt(self, d: Event) -> Event | None:
         """The next decision of d's agent with d's prompt key, after d (whether or not d is still indexed)."""
-        key = self._prompt_key(d.prompt)
-        if key is None:
-            return None
-        group = self._prompts.get((d.agent, key), [])
+        group = self._prompt_group(d)
         j = bisect.bisect_right(group, sort_key(d), key=sort_key)
         return group[j] if j < len(group) else None
+
+    def _prompt_group(self, d: Event) -> list[Event]:
+        """The visible decisions of d's agent with d's prompt key, in (ts, read order); none without a key."""
+        key = self._prompt_key(d.prompt)
+        return [] if key is None else self._prompts.get((d.agent, key), [])
 
     def current_down_labels(self, decision_id: str) -> list[Label]:
         """Each reviewer's latest visible label on the decision, where it is ``down``, by reviewer."""
