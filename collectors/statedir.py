@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -56,18 +57,17 @@ def inside(root_real: str, target: str) -> bool:
 
 
 def stat_file(root: Path, rel: str) -> FileInfo | None:
-    """Stat one relative path if it is a readable regular file confined to the root; else None."""
+    """Stat one relative path if it is a regular file confined to the root; else None."""
     if any(part.startswith(".") for part in rel.split("/")):
         return None
-    root_real = os.path.realpath(root)
     full = os.path.join(root, rel)
-    if not inside(root_real, full):
+    if not inside(os.path.realpath(root), full):
         return None
     try:
         st = os.stat(full)
     except OSError:
         return None
-    if not os.path.isfile(full):
+    if not stat.S_ISREG(st.st_mode):
         return None
     return FileInfo(rel, full, st.st_mtime_ns, st.st_size, st.st_dev, st.st_ino)
 

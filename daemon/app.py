@@ -43,6 +43,7 @@ from watchdog.events import (
 from watchdog.observers import Observer
 
 from collectors.poll import LogPoller
+from collectors.records import EvalReport
 from daemon import changelog
 from daemon.api import HTTP_LIMITS, HTTP_LOG, make_app
 from daemon.config import COMPONENTS, Config, ConfigError, load_config
@@ -204,6 +205,9 @@ class Daemon:
         self._history_written: tuple[date, float] | None = None
         self._job_tasks: set[asyncio.Task[Any]] = set()
         self.store: Store | None = None
+        #: A read-only connection of the evaluations' own: a feed sync reads committed rows without waiting for the
+        #: store lock, which an ingest pass holds for its whole run (WAL readers never block the writer).
+        self.reader: Store | None = None
         self.ingester: Ingester | None = None
         self.observer: Any = None
         self.scheduler: AsyncIOScheduler | None = None
@@ -300,6 +304,7 @@ class Daemon:
         cfg = self._config
         self.notifier.status("starting: catching up with the state directory")
         self.store = await asyncio.to_thread(Store.open, cfg.db_path)
+        self.reader = await asyncio.to_thread(Store.open, cfg.db_path, readonly=True)
         self.ingester = Ingester(self.store, cfg.state_root, cfg, self._observed_clock)
         await asyncio.to_thread(self._record_methodology, None)
         await self._scan()
@@ -364,6 +369,8 @@ class Daemon:
             self.scheduler.shutdown(wait=False)
         if self.runner is not None:
             await self.runner.cleanup()
+        if self.reader is not None:
+            self.reader.close()
         if self.store is not None:
             self.store.close()
         log.info("stopped")
@@ -401,8 +408,12 @@ class Daemon:
     def _observed_clock(self) -> datetime:
         return self.clock()
 
-    def _on_path(self, rel: str | None) -> None:
-        """A watcher saw ``rel`` change (None: something big moved; rescan all). Coalesce, then ingest."""
+    def _on_path(self, rel: str | None, *, settled: bool = False) -> None:
+        """A watcher saw ``rel`` change (None: something big moved; rescan all). Coalesce, then ingest.
+
+        ``settled``: the change was found by the log poller, which looks only once a debounce: it has waited its
+        debounce already, and a pass may start at once.
+        """
         if rel is None:
             self.full_rescan_pending = True
         else:
@@ -410,17 +421,23 @@ class Daemon:
             if rel not in self.poller and self.ingester is not None and \
                     self.ingester.source_of(rel) in ("heartbeats", "labels"):
                 self.poller.track(rel)
-        self._schedule_flush()
+        self._schedule_flush(0.0 if settled else self._config.daemon.debounce)
 
-    def _schedule_flush(self) -> None:
+    def _schedule_flush(self, delay: float) -> None:
         """One pass at a time: paths that change during a pass wait for the next, started a debounce after it.
 
         Starting a pass per debounce whatever the state queued passes on the lock faster than a busy daemon ran
-        them, and every evaluation waited behind all of them (the soak's metrics fell minutes behind).
+        them, and every evaluation waited behind all of them (the soak's metrics fell minutes behind). A pass
+        already due later is brought forward to ``delay`` from now.
         """
-        if self._flush_handle is None and self._flush_task is None and not self.should_exit:
-            loop = asyncio.get_running_loop()
-            self._flush_handle = loop.call_later(self._config.daemon.debounce, self._start_flush)
+        if self._flush_task is not None or self.should_exit:
+            return
+        loop = asyncio.get_running_loop()
+        if self._flush_handle is not None:
+            if self._flush_handle.when() <= loop.time() + delay:
+                return
+            self._flush_handle.cancel()
+        self._flush_handle = loop.call_later(delay, self._start_flush)
 
     def _start_flush(self) -> None:
         self._flush_handle = None
@@ -433,7 +450,9 @@ class Daemon:
             self._flush_task = None
             # Not while the store refuses writes: then the next file event or rescan retries (see _flush).
             if (self.pending or self.full_rescan_pending) and self._store_failing_since is None:
-                self._schedule_flush()
+                # A debounce's gap for the evaluation of this pass; the poller's next look (a debounce apart, see
+                # _on_path) brings it forward when logs have grown meanwhile.
+                self._schedule_flush(self._config.daemon.debounce)
 
     async def _flush(self) -> None:
         assert self.lock is not None and self.ingester is not None
@@ -554,33 +573,36 @@ class Daemon:
             feed = self.feed
             if feed is None or feed.config is not config:
                 feed = await asyncio.to_thread(_load_feed, config)
-            async with self.lock:
-                await asyncio.to_thread(feed.sync, store)
-                evals = await asyncio.to_thread(lambda: tuple(store.evals()))
+            reader = self.reader
+            assert reader is not None
+            evals = await asyncio.to_thread(_sync_feed, feed, reader)
             self.feed = feed
             at = self.clock()
             windows = await asyncio.to_thread(feed.evaluate, at)
             snap = Snapshot(at=at, config=config, windows=windows, counters=self._counters(), evals=evals)
             self._snapshot = snap
-            async with self.lock:
-                try:
-                    await asyncio.to_thread(self._write_history, store, snap, feed.marks[3])
-                except sqlite3.OperationalError as exc:
-                    # Today's counts are rewritten by a later evaluation; a full store must not stop scoring.
-                    self._store_refused(exc, "history")
+            if self._history_due(snap):
+                async with self.lock:
+                    try:
+                        await asyncio.to_thread(self._write_history, store, snap, feed.marks[3])
+                    except sqlite3.OperationalError as exc:
+                        # Today's counts are rewritten by a later evaluation; a full store must not stop scoring.
+                        self._store_refused(exc, "history")
             await asyncio.to_thread(self._write_changelog, changelog.drop_entries(snap))
 
-    def _write_history(self, store: Store, snap: Snapshot, applied: int) -> None:
-        """Today's history rows, and the change feed the model has applied dropped: at most once a minute, and at
-        the first evaluation of a day (each write replaces agents × windows × components rows; evaluations come as
-        often as every event, and a busy log adds a feed row per ingest pass).
+    def _history_due(self, snap: Snapshot) -> bool:
+        """Today's history rows are written at most once a minute, and at the first evaluation of a day (each write
+        replaces agents × windows × components rows; evaluations come as often as every event, and a busy log adds
+        a feed row per ingest pass). Asked before taking the store lock, which a pass may hold.
         """
-        day = snap.at.date()
-        if self._history_written is None or self._history_written[0] != day or \
-                time.monotonic() - self._history_written[1] >= HISTORY_EVERY:
-            _store_history(store, snap)
-            _prune_changes(store, applied)
-            self._history_written = (day, time.monotonic())
+        written = self._history_written
+        return written is None or written[0] != snap.at.date() or time.monotonic() - written[1] >= HISTORY_EVERY
+
+    def _write_history(self, store: Store, snap: Snapshot, applied: int) -> None:
+        """Today's history rows, and the change feed the model has applied dropped (see _history_due)."""
+        _store_history(store, snap)
+        _prune_changes(store, applied)
+        self._history_written = (snap.at.date(), time.monotonic())
 
     async def audit(self, agent: str, window: str) -> tuple[datetime, AgentResult] | None:
         """One agent's result with every audit row, built on request from the model (not kept per snapshot)."""
@@ -693,7 +715,7 @@ class Daemon:
 
     def _on_changed_logs(self) -> None:
         for rel in self.poller.changed():
-            self._on_path(rel)
+            self._on_path(rel, settled=True)
 
     async def _watch_observer(self) -> None:
         if self.observer is not None and not self.observer.is_alive() and not self.should_exit:
@@ -761,6 +783,12 @@ class Daemon:
             return "no evaluation yet"
         agents = {a for w in snap.windows.values() for a in w.agents}
         return f"{len(agents)} agents scored at {snap.at:%Y-%m-%dT%H:%M:%SZ}"
+
+
+def _sync_feed(feed: LiveFeed, reader: Store) -> tuple[EvalReport, ...]:
+    """Apply what the store committed to the model, and read the benchmark reports, on the evaluations' reader."""
+    feed.sync(reader)
+    return tuple(reader.evals())
 
 
 def _load_feed(config: Config) -> LiveFeed:

@@ -222,7 +222,8 @@ class Store:
         if readonly:
             if str(path) != ":memory:" and not Path(path).exists():
                 raise FileNotFoundError(f"no database at {path}")
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+            # Any thread may use it (the daemon's evaluations run in worker threads), one at a time.
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
         else:
             conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")

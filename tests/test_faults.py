@@ -43,6 +43,7 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -618,5 +619,63 @@ def test_slow_passes_do_not_queue_and_evaluations_keep_up(tmp_path: Path, monkey
 
             await _until(counted_all, 5, "the evaluation to count every line")
             assert most == 1, f"{most} passes were in flight at once"
+
+    asyncio.run(scenario())
+
+
+def _recent(agent: str, start: int, n: int) -> str:
+    """``n`` decisions of ``agent`` dated a minute ago (inside every window, unlike _lines)."""
+    ts = format_ts(datetime.now(UTC) - timedelta(minutes=1))
+    return "".join(json.dumps({"id": f"{agent}-r{i}", "ts": ts, "agent": agent, "kind": "dm", "text": f"line {i}"})
+                   + "\n" for i in range(start, start + n))
+
+
+def _decisions(d: Daemon, agent: str) -> int:
+    snap = d.snapshot
+    found = None if snap is None else snap.windows["24h"].agents.get(agent)
+    return 0 if found is None else found.decisions
+
+
+def test_an_evaluation_reads_committed_rows_while_a_pass_holds_the_lock(tmp_path: Path) -> None:
+    """A pass holds the store lock for its whole run, committing a group every BATCH_LINES lines: the evaluation
+    reads what is committed on a connection of its own, so /metrics never waits for the rest of the pass.
+    """
+    root, db = tmp_path / "state", tmp_path / "honestyd.db"
+    log = root / "heartbeats" / "ada.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text(_recent("ada", 0, 5))
+
+    async def scenario() -> None:
+        async with _serving(_config(root, db, rescan=3600)) as d:
+            await _until(lambda: _decisions(d, "ada") == 5, 10, "the first evaluation")
+            assert d.lock is not None and d.ingester is not None
+            ingester = d.ingester
+            async with d.lock:  # as a pass does, between two of its groups
+                _append(log, _recent("ada", 5, 5))
+                await asyncio.to_thread(ingester.ingest_paths, ["heartbeats/ada.jsonl"])
+                d._request_rescore()
+                await _until(lambda: _decisions(d, "ada") == 10, 10, "an evaluation while the lock is held")
+
+    asyncio.run(scenario())
+
+
+def test_an_append_the_poller_finds_is_ingested_without_a_second_debounce(tmp_path: Path) -> None:
+    """The poller looks once a debounce, so what it finds has waited one already: the pass starts at once, and a
+    pass a watcher event put a debounce ahead is brought forward (the soak's latency paid both waits).
+    """
+    root, db = tmp_path / "state", tmp_path / "honestyd.db"
+    log = root / "heartbeats" / "ada.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text(_lines("ada", 0, 3))
+    config = _config(root, db, rescan=3600)
+    config = replace(config, daemon=replace(config.daemon, debounce=30.0))  # neither wait can pass in this test
+
+    async def scenario() -> None:
+        async with _serving(config) as d:
+            assert _events(d) == 3
+            _append(log, _lines("ada", 3, 2))  # its close-after-write event schedules a pass 30 s ahead
+            await asyncio.sleep(0.2)
+            d._on_changed_logs()  # the poller's look (its own loop sleeps the 30 s debounce too)
+            await _until(lambda: _events(d) == 5, 10, "the appended lines, well before the debounce")
 
     asyncio.run(scenario())
