@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
-from collectors.records import FileEntry
 from collectors.rfc3339 import from_us
 from daemon.config import Config
 from daemon.store import Store
@@ -79,7 +78,13 @@ class LiveFeed:
             new_checks = [c for c in store.checks_since(checks) if c.seq <= new[2]]
             self.model.add_checks(new_checks)
             for path in sorted(files | set(modified)):
-                self.model.put_file(path, _entry(store, path, self.model.file_entry(path), modified.get(path, [])))
+                row = store.index_rows_get(path)
+                if row is None:
+                    self.model.put_file(path, None)
+                elif self.model.file_created(path) != row.created:
+                    self.model.put_file(path, store.file_entry(path))  # new to the model, or re-created: read whole
+                else:  # a log appended to all day has a modification per ingest pass: only those are read
+                    self.model.add_file_times(path, (from_us(us) for us in modified.get(path, ())), row.deleted)
             self.marks = new
             self.applied = len(heartbeats) + len(documents) + len(new_labels) + len(new_checks) + len(files) + len(
                 modified)
@@ -99,23 +104,6 @@ class LiveFeed:
                 return None
             found = self.model.agent_result(agent, window)
             return None if found is None else (self.at, found)
-
-
-def _entry(store: Store, path: str, known: FileEntry | None, added_us: list[int]) -> FileEntry | None:
-    """The index entry of ``path`` now: the model's entry plus the modifications the feed reported, or, for a path
-    new to the model or re-created, read whole (a log appended to all day has a modification per ingest pass).
-    """
-    row = store.index_rows_get(path)
-    if row is None:
-        return None
-    if known is None or known.created != row.created:
-        return store.file_entry(path)
-    added = sorted(from_us(us) for us in added_us)
-    if added and known.modified and added[0] <= known.modified[-1]:
-        modified = tuple(sorted({*known.modified, *added}))  # a batch pass may date a change before the last one
-    else:
-        modified = known.modified + tuple(added)
-    return FileEntry(path, row.created, modified, row.deleted)
 
 
 @contextmanager

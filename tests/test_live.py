@@ -29,7 +29,7 @@ CFG = Config(github=GitHub(repo="acme/app"))
 
 @pytest.fixture(autouse=True)
 def _small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Blocks of 3 decisions, so the cached block sums are built, reused and invalidated in every example."""
+    """Blocks of 3 decisions, so the cached prefix sums are built, reused and invalidated in every example."""
     monkeypatch.setattr(live, "_BLOCK", 3)
 IDS = [f"d{i}" for i in range(14)]
 TEXTS = [
@@ -105,8 +105,9 @@ def steps(draw: st.DrawFn) -> list[tuple[Any, ...]]:
     seq = iter(range(1, 10**6))
     out: list[tuple[Any, ...]] = []
     now = draw(minutes)
+    indexed: list[str] = []  # paths given an entry so far: "times" adds to one (the feed's case)
     for _ in range(draw(st.integers(1, 14))):
-        op = draw(st.sampled_from(["events", "events", "labels", "checks", "file", "doc", "eval", "eval"]))
+        op = draw(st.sampled_from(["events", "events", "labels", "checks", "file", "times", "doc", "eval", "eval"]))
         if op == "events":
             out.append(("events", draw(st.lists(heartbeat(lines), min_size=1, max_size=12))))
         elif op == "labels":
@@ -122,11 +123,16 @@ def steps(draw: st.DrawFn) -> list[tuple[Any, ...]]:
                             draw(st.sampled_from([True, False, None])), 200, next(seq))
                 for _ in range(draw(st.integers(1, 3)))
             ]))
-        elif op == "file":
+        elif op == "file" or (op == "times" and not indexed):
             path = draw(st.sampled_from(PATHS))
             entry = draw(file_entry())
+            indexed.append(path)
             out.append(("file", path, None if entry is None else FileEntry(path, entry.created, entry.modified,
                                                                           entry.deleted)))
+        elif op == "times":  # a live log's pass: more modifications (a batch pass may date one earlier), deletion
+            times = [_at(m) for m in draw(st.lists(minutes, max_size=3))]  # near decisions, windows and each other
+            deleted = draw(st.one_of(st.none(), minutes))
+            out.append(("times", draw(st.sampled_from(indexed)), times, None if deleted is None else _at(deleted)))
         elif op == "doc":
             path = draw(st.sampled_from(["findings/f1.md", "findings/f2.md", "briefs/b1.md"]))
             out.append(("doc", path, draw(document(path))))
@@ -173,6 +179,11 @@ def _apply(model: LiveModel, stored: _Stored, step: tuple[Any, ...]) -> None:
             stored.files.pop(step[1], None)
         else:
             stored.files[step[1]] = step[2]
+    elif op == "times":
+        old = stored.files.get(step[1])
+        if old is not None:  # the feed reads a path new to the model (or re-created) whole: see LiveFeed.sync
+            model.add_file_times(step[1], step[2], step[3])
+            stored.files[step[1]] = FileEntry(step[1], old.created, tuple(sorted([*old.modified, *step[2]])), step[3])
     else:
         assert op == "doc"
         model.replace_document(step[1], step[2])
@@ -208,6 +219,24 @@ def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict
 @given(steps())
 def test_incremental_model_equals_pure_evaluation(program: list[tuple[Any, ...]]) -> None:
     assert len(run_steps(program)) == sum(1 for s in program if s[0] == "eval")
+
+
+def test_modifications_added_to_a_live_entry_count_exactly_where_they_fall() -> None:
+    """The feed adds a log's new modification times to the model's entry in place (add_file_times), in any order:
+    a repeat citing the file is suppressed only by a change strictly after its previous answer, up to itself.
+    """
+    cited = "docs/a.md"
+    p = ev("p", _at(-60), text=f"see [source:{cited}]", prompt="where?", line=1)
+    d = ev("d", _at(-30), text=f"see [source:{cited}]", prompt="where?", line=2)
+    program: list[tuple[Any, ...]] = [
+        ("events", [p, d]), ("file", cited, FileEntry(cited, _at(-DAY_M))), ("eval", 0),
+        ("times", cited, [_at(-60)], None), ("eval", 1),  # at p.ts: not in (p.ts, d.ts]
+        ("times", cited, [_at(10)], None), ("eval", 11),  # after d
+        ("times", cited, [_at(-45)], None), ("eval", 12),  # earlier than the last one, between p and d
+        ("times", cited, [], _at(20)), ("eval", 30),  # then deleted
+    ]
+    counted = [agents["ada"]["components"]["consistency_under_repeat"]["counted"] for agents in run_steps(program)]
+    assert counted == [1, 1, 1, 0, 0]
 
 
 def test_a_long_stream_of_small_arrivals_matches() -> None:
