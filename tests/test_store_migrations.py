@@ -60,3 +60,14 @@ def test_change_feed_records_removed_decisions_and_file_index_changes(tmp_path: 
         assert changes[-1][3] == 1  # the removed event's rowid, which SQLite may hand out again
         store.prune_changes(changes[-1][0])
         assert store.changes_since(start) == []
+
+
+def test_events_keep_only_the_index_their_queries_use(tmp_path: Path) -> None:
+    """Migration 006 dropped the ts and id indexes no query used (each cost every insert); removing a document's
+    decisions still goes through the (path, generation, line) key.
+    """
+    with Store.open(tmp_path / "h.db") as store:
+        assert [row[1] for row in store.conn.execute("PRAGMA index_list(events)")] == ["sqlite_autoindex_events_1"]
+        plan = " ".join(row[3] for row in store.conn.execute(
+            "EXPLAIN QUERY PLAN DELETE FROM events WHERE path = ? AND line = 0", ("briefs/b.md",)))
+        assert "sqlite_autoindex_events_1" in plan, plan
