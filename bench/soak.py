@@ -308,8 +308,9 @@ def soak(minutes: float, rate: int, agents: int, work: Path) -> Result:
             "lost": max(expected - distinct, 0), "doubled": stored - distinct,
             "drain_after_stop_s": {"database": round(drain_db, 2), "metrics": round(drain_metric, 2)},
             "latency_s": {"probes": len(latencies),
-                          "p50": _pct(latencies, 50), "p95": _pct(latencies, 95), "max": latencies[-1]
-                          if latencies else None},
+                          "p50": _pct(latencies, 50), "p95": _pct(latencies, 95), "p99": _pct(latencies, 99),
+                          "max": latencies[-1] if latencies else None},
+            "daemon_cpu_pct_mean": round(sum(s.cpu_pct for s in result.samples) / len(result.samples), 1),
             "backlog_max": {"metric": max(s.backlog_metric for s in result.samples),
                             "db": max(s.backlog_db for s in result.samples)},
             "rss_mb": {"first_sample": rss[0], "last_sample": rss[-1], "max_sampled": max(rss),
