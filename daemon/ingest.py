@@ -160,10 +160,10 @@ class Ingester:
         """Bring several paths up to date (a watcher's batch) in one transaction per ``BATCH_LINES`` lines.
 
         A fleet of busy logs gives a pass a few lines in each of many files; a transaction per file (and per
-        index update) would write the same pages to the WAL a hundred times over. Each file's work is a
-        savepoint inside the group, so a failing file still rolls back alone; a refused write (the store full,
-        or locked) rolls back the group it was in and propagates. Committed groups stay: retrying the paths
-        later adds nothing twice, since each cursor moved with its rows.
+        index update) would write the same pages to the WAL a hundred times over. Any error, a refused write (the
+        store full, or locked) among them, rolls back the whole open group and propagates: the files' savepoints
+        (the same atomic() blocks a single-path pass commits) do not let the pass go on past a failing file.
+        Committed groups stay: retrying the paths later adds nothing twice, since each cursor moved with its rows.
         """
         total = IngestStats()
         self._begin_group()
