@@ -166,10 +166,6 @@ class _File:
         """The model's form of a stored entry."""
         return cls(entry.created, entry.deleted, array("q", sorted(to_us(t) for t in entry.modified)))
 
-    def entry(self, path: str) -> FileEntry:
-        """Back to the record form (modifications as datetimes)."""
-        return FileEntry(path, self.created, tuple(from_us(us) for us in self.modified), self.deleted)
-
     def add(self, times: Iterable[datetime]) -> list[datetime]:
         """Record more modification times; returns them sorted."""
         added = sorted(times)
@@ -349,11 +345,6 @@ class LiveModel:
                     heapq.heappush(self._file_times, (t, path))
         if not self._fresh and not self._bulk:
             self._touch_path(path, {e.created for e in (old, f) if e is not None})
-
-    def file_entry(self, path: str) -> FileEntry | None:
-        """The file-index entry the model holds for ``path`` (as stored, later times included)."""
-        f = self._files.get(path)
-        return None if f is None else f.entry(path)
 
     def file_created(self, path: str) -> datetime | None:
         """The ``created`` time of the model's entry for ``path`` (None: no entry)."""
