@@ -303,8 +303,9 @@ class Daemon:
         self._install_signals(loop)
         cfg = self._config
         self.notifier.status("starting: catching up with the state directory")
-        self.store = await asyncio.to_thread(Store.open, cfg.db_path)
-        self.reader = await asyncio.to_thread(Store.open, cfg.db_path, readonly=True)
+        gate = threading.Lock()  # the evaluations' snapshots out of the writer's COMMITs: the WAL starts over
+        self.store = await asyncio.to_thread(Store.open, cfg.db_path, gate=gate)
+        self.reader = await asyncio.to_thread(Store.open, cfg.db_path, readonly=True, gate=gate)
         self.ingester = Ingester(self.store, cfg.state_root, cfg, self._observed_clock)
         await asyncio.to_thread(self._record_methodology, None)
         await self._scan()

@@ -183,7 +183,7 @@ class Ingester:
         self._group_lines = 0
 
     def _end_group(self) -> None:
-        self.store.conn.execute("COMMIT")
+        self.store.commit()
         self._group_lines = None
 
     def _group_check(self) -> None:

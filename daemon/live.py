@@ -10,8 +10,6 @@ exactly once however the reads interleave with the writer.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 
 from collectors.rfc3339 import from_us
@@ -39,7 +37,7 @@ class LiveFeed:
 
     def load(self, store: Store) -> None:
         """Read the whole store (use a connection of its own: this may take a while on a big store)."""
-        with self._lock, _reading(store):
+        with self._lock, store.reading():
             marks = store.feed_marks()
             self.model.add_events(e for _, e in store.iter_events("e.rowid <= ?", (marks[0],)))
             self._heartbeat_top = store.heartbeat_top(marks[0])
@@ -51,7 +49,7 @@ class LiveFeed:
 
     def sync(self, store: Store) -> int:
         """Apply what the store committed since the last load or sync; returns how many records that was."""
-        with self._lock, _reading(store):
+        with self._lock, store.reading():
             events, labels, checks, changes = self.marks
             new = store.feed_marks()
             feed = [c for c in store.changes_since(changes) if c[0] <= new[3]]
@@ -104,18 +102,3 @@ class LiveFeed:
                 return None
             found = self.model.agent_result(agent, window)
             return None if found is None else (self.at, found)
-
-
-@contextmanager
-def _reading(store: Store) -> Iterator[None]:
-    """One read transaction on ``store`` (nothing to do inside one already open)."""
-    conn = store.conn
-    if conn.in_transaction:
-        yield
-        return
-    conn.execute("BEGIN")
-    try:
-        yield
-    finally:
-        if conn.in_transaction:
-            conn.execute("COMMIT")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -26,6 +27,10 @@ from daemon.config import COMPONENTS
 from scorers.context import Records
 from scorers.history import DayCounts
 from scorers.score import ComponentResult
+
+#: How long a COMMIT waits for a gated reader's snapshot to end (see :class:`Store`). A sync reads for milliseconds
+#: in a steady state; a catch-up sync may read for seconds, and a pass must not stall behind it for that long.
+GATE_WAIT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -218,15 +223,23 @@ def _from_json_list(text: str) -> tuple[str, ...]:
 
 
 class Store:
-    """One SQLite database; construct with :meth:`open`. Not thread-safe: one writer."""
+    """One SQLite database; construct with :meth:`open`. Not thread-safe: one writer.
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    ``gate``, shared by the writer and a reader that runs often (the daemon's evaluations), keeps that reader's
+    snapshots out of the writer's COMMITs. SQLite checkpoints the WAL inside a COMMIT once it passes 1,000 pages, and
+    can copy back only the frames every open snapshot has seen; a checkpoint cut short leaves the WAL to grow by the
+    next transaction instead of starting over. Without the gate, an evaluation reading at each COMMIT grew the WAL by
+    one ingest group per overlap. The writer waits at most ``GATE_WAIT_S`` for it.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, gate: threading.Lock | None = None) -> None:
         self.conn = conn
         self.db = sqlite_utils.Database(conn)
+        self.gate = gate
 
     @classmethod
-    def open(cls, path: Path | str, *, readonly: bool = False) -> Store:
-        """Open (creating and migrating unless ``readonly``) the database at ``path``."""
+    def open(cls, path: Path | str, *, readonly: bool = False, gate: threading.Lock | None = None) -> Store:
+        """Open (creating and migrating unless ``readonly``) the database at ``path``; ``gate``: see the class."""
         if readonly:
             if str(path) != ":memory:" and not Path(path).exists():
                 raise FileNotFoundError(f"no database at {path}")
@@ -238,7 +251,7 @@ class Store:
             conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA busy_timeout=5000")
-        store = cls(conn)
+        store = cls(conn, gate)
         if not readonly:
             store.migrate()
         return store
@@ -263,12 +276,38 @@ class Store:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield
-            self.conn.execute("COMMIT")
+            self.commit()
         except BaseException:
             # SQLite may already have rolled back (SQLITE_FULL does); a failed COMMIT leaves it open.
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
             raise
+
+    def commit(self) -> None:
+        """COMMIT the open transaction, once no gated reader holds a snapshot (or after ``GATE_WAIT_S``)."""
+        gate = self.gate
+        held = gate is not None and gate.acquire(timeout=GATE_WAIT_S)
+        try:
+            self.conn.execute("COMMIT")
+        finally:
+            if held:
+                assert gate is not None
+                gate.release()
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """One read transaction, holding the gate (nothing to do inside a transaction already open)."""
+        conn = self.conn
+        if conn.in_transaction:
+            yield
+            return
+        with self.gate if self.gate is not None else nullcontext():
+            conn.execute("BEGIN")
+            try:
+                yield
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
 
     def migrate(self) -> list[str]:
         """Apply the migrations not yet recorded; returns their names."""

@@ -386,8 +386,8 @@ def test_a_store_full_at_start_up_still_serves_then_catches_up(
 
     class FullStore(Store):
         @classmethod
-        def open(cls, path: Path, *, readonly: bool = False) -> Store:
-            store = Store.open(path, readonly=readonly)
+        def open(cls, path: Path, *, readonly: bool = False, gate: threading.Lock | None = None) -> Store:
+            store = Store.open(path, readonly=readonly, gate=gate)
             pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
             store.conn.execute(f"PRAGMA max_page_count = {pages}")
             return store
@@ -539,12 +539,16 @@ def test_a_long_reader_and_a_locked_writer_do_not_lose_writes(
             reader.close()
             await d._checkpoint()  # reader gone: the job folds the WAL in and truncates it
             truncated = wal.stat().st_size
-            # 2. The same load with no reader: SQLite's auto-checkpoint restarts the WAL, which stays bounded.
+            # 2. The same load with no reader: SQLite's auto-checkpoint restarts the WAL, which stays bounded. The
+            # daemon's own evaluations read meanwhile (the store's gate keeps them out of its COMMITs); this test waits
+            # on the daemon's counter, not by reading the store, so that no reader of ours overlaps a COMMIT.
+            ingested = sum(d.ingest_records.values())
             for k in range(4):
                 _append(log, _lines("ada", 20_010 + 5000 * k, 5000, pad=600))
                 await asyncio.sleep(0.2)
-            await _until(lambda: _events(d) == 40_010, 20, "20,000 more")
+            await _until(lambda: sum(d.ingest_records.values()) == ingested + 20_000, 20, "20,000 more")
             reused = wal.stat().st_size
+            assert _events(d) == 40_010
             # 3. Another writer holds the write lock for 1 s: the batch waits (busy_timeout) and succeeds.
             locked = threading.Event()
             holder = asyncio.create_task(asyncio.to_thread(_hold_write_lock, db, 1.0, locked))
@@ -576,7 +580,7 @@ def test_a_long_reader_and_a_locked_writer_do_not_lose_writes(
           f" job, {got['reused'] / 1e6:.1f} MB for the same load with no reader; a 1 s write lock delayed a batch"
           f" {got['waited']:.2f} s"
           f" (healthz answered in {got['healthz'] * 1000:.0f} ms meanwhile)")
-    assert got["truncated"] == 0 and got["reused"] < 0.75 * got["held"]
+    assert got["truncated"] == 0 and got["reused"] < 0.4 * got["held"]  # one 5,000-line group: a quarter of held
     assert 0.5 <= got["waited"] <= 5 and got["healthz"] < 0.5
 
 

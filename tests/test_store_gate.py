@@ -1,0 +1,100 @@
+"""The store's gate: a reader that runs often keeps its snapshots out of the writer's COMMITs, so the WAL starts over.
+
+Real SQLite files and real threads; the scenario is run gated and ungated, so the test shows it tells them apart.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from daemon import store as store_module
+from daemon.store import Store
+
+ROUNDS = 10
+ROW = b"x" * 3000  # about one 4 KiB page a row
+ROWS = 50  # a transaction of ~50 pages, past the 20-page auto-checkpoint set below
+
+
+def _reader_holding(reader: Store, entered: threading.Event, hold_s: float) -> threading.Thread:
+    """A thread that opens one read snapshot, signals, and keeps it for ``hold_s``."""
+
+    def run() -> None:
+        with reader.reading():
+            reader.conn.execute("SELECT count(*) FROM t").fetchone()
+            entered.set()
+            threading.Event().wait(hold_s)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _wal_after_rounds(tmp_path: Path, gate: threading.Lock | None) -> tuple[int, int]:
+    """ROUNDS transactions, each committed while the reader has a snapshot open; (WAL bytes, one round's bytes)."""
+    tmp_path.mkdir()
+    db = tmp_path / "gate.db"
+    writer = Store.open(db, gate=gate)
+    writer.conn.execute("PRAGMA wal_autocheckpoint=20")
+    writer.conn.execute("CREATE TABLE t (b BLOB)")
+    reader = Store.open(db, readonly=True, gate=gate)
+    wal = Path(f"{db}-wal")
+    writer.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    try:
+        for _ in range(ROUNDS):
+            entered = threading.Event()
+            thread = _reader_holding(reader, entered, 0.05)
+            assert entered.wait(5)
+            writer.conn.execute("BEGIN IMMEDIATE")
+            writer.conn.executemany("INSERT INTO t VALUES (?)", [(ROW,)] * ROWS)
+            writer.commit()  # gated: after the reader's snapshot ends; ungated: while it is open
+            thread.join()
+        assert writer.conn.execute("SELECT count(*) FROM t").fetchone()[0] == ROUNDS * ROWS
+        return wal.stat().st_size, ROWS * len(ROW)
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_a_gated_reader_lets_every_commit_checkpoint_so_the_wal_starts_over(tmp_path: Path) -> None:
+    gated, round_bytes = _wal_after_rounds(tmp_path / "gated", threading.Lock())
+    ungated, _ = _wal_after_rounds(tmp_path / "ungated", None)
+    print(f"\nWAL after {ROUNDS} rounds of {round_bytes / 1e3:.0f} kB: {gated / 1e3:.0f} kB gated,"
+          f" {ungated / 1e3:.0f} kB ungated")
+    assert gated < 3 * round_bytes  # reused from the start each round
+    assert ungated > 5 * round_bytes  # the same scenario without the gate grows it every round
+
+
+def test_a_commit_waits_for_a_stuck_reader_only_so_long(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_module, "GATE_WAIT_S", 0.05)
+    db = tmp_path / "gate.db"
+    gate = threading.Lock()
+    writer = Store.open(db, gate=gate)
+    writer.conn.execute("CREATE TABLE t (b BLOB)")
+    reader = Store.open(db, readonly=True, gate=gate)
+    entered, done = threading.Event(), threading.Event()
+
+    def stuck() -> None:
+        with reader.reading():
+            entered.set()
+            done.wait(30)  # until the commit below has gone through
+
+    thread = threading.Thread(target=stuck)
+    thread.start()
+    try:
+        assert entered.wait(5)
+        with writer.atomic():  # atomic() commits through the same gate
+            writer.conn.execute("INSERT INTO t VALUES (?)", (ROW,))
+        other = sqlite3.connect(db)
+        assert other.execute("SELECT count(*) FROM t").fetchone()[0] == 1  # committed while the reader still reads
+        other.close()
+        assert gate.locked()  # the reader still had the gate: the writer did not take it from it
+    finally:
+        done.set()
+        thread.join()
+        reader.close()
+        writer.close()
+    assert not gate.locked()  # and the writer did not release what it never held
