@@ -470,7 +470,7 @@ class Daemon:
                 try:
                     stats = await asyncio.to_thread(ingester.scan, observed=observed)
                 except sqlite3.OperationalError as exc:
-                    stats, error = IngestStats(), exc
+                    stats, error = ingester.committed, exc  # the files committed before the refusal still count
                     self.full_rescan_pending = True  # the whole pass again, next time
                 else:
                     self._pending_scan_unobserved = False
@@ -490,11 +490,12 @@ class Daemon:
     def _ingest_paths(
         ingester: Ingester, paths: list[str]
     ) -> tuple[IngestStats, list[str], sqlite3.OperationalError | None]:
-        """Ingest ``paths``; on a refused write, return them all as still to do (see Ingester.ingest_paths)."""
+        """Ingest ``paths``; on a refused write, return what was committed before it and all the paths as still to
+        do (see Ingester.ingest_paths: retrying a path whose rows were committed adds nothing twice)."""
         try:
             return ingester.ingest_paths(paths, observed=True), [], None
         except sqlite3.OperationalError as exc:
-            return IngestStats(), paths, exc
+            return ingester.committed, paths, exc
 
     async def _scan(self) -> None:
         assert self.lock is not None and self.ingester is not None
@@ -505,7 +506,7 @@ class Daemon:
                 # Start serving anyway (the operator sees the log line and the metric); the rescan job retries.
                 self.full_rescan_pending = self._pending_scan_unobserved = True
                 self._store_refused(exc, "start-up scan")
-                return
+                stats = self.ingester.committed
         self._count(stats)
 
     def _store_refused(self, exc: sqlite3.OperationalError, what: str) -> None:

@@ -118,6 +118,11 @@ class Ingester:
         self.clock = clock
         #: Lines taken in the open transaction group of ingest_paths (None: no group open).
         self._group_lines: int | None = None
+        #: Records and rejects the current (or last) pass has committed: when a refused write ends a pass early,
+        #: what its earlier transactions committed still counts (their cursors moved, so a retry skips them).
+        self.committed = IngestStats()
+        self._staged = IngestStats()  # counted since the last COMMIT: committed by the next, or rolled back
+        store.on_commit = self._on_commit
 
     def source_of(self, rel: str) -> str | None:
         """Which source a relative path belongs to (heartbeats, labels, briefs, findings, evals)."""
@@ -131,6 +136,7 @@ class Ingester:
 
     def scan(self, *, observed: bool = False) -> IngestStats:
         """One full pass over the root: index, tail, re-parse; deleted files are noticed."""
+        self._new_pass()
         stats = IngestStats()
         seen: set[str] = set()
         for info in walk(self.root):
@@ -165,6 +171,7 @@ class Ingester:
         (the same atomic() blocks a single-path pass commits) do not let the pass go on past a failing file.
         Committed groups stay: retrying the paths later adds nothing twice, since each cursor moved with its rows.
         """
+        self._new_pass()
         total = IngestStats()
         self._begin_group()
         try:
@@ -176,7 +183,20 @@ class Ingester:
             self._group_lines = None
             if self.store.conn.in_transaction:
                 self.store.conn.rollback()
+                self._staged = IngestStats()  # rolled back: never to be counted
         return total
+
+    def _new_pass(self) -> None:
+        self.committed, self._staged = IngestStats(), IngestStats()
+
+    def _on_commit(self) -> None:
+        self.committed.merge(self._staged)
+        self._staged = IngestStats()
+
+    def _count(self, stats: IngestStats, source: str, n: int) -> None:
+        """``n`` records of ``source`` written in the open transaction."""
+        stats.records[source] += n
+        self._staged.records[source] += n
 
     def _begin_group(self) -> None:
         self.store.conn.execute("BEGIN IMMEDIATE")
@@ -284,22 +304,23 @@ class Ingester:
                     self._reject(report, source, 0, stats)
                 else:
                     self.store.put_eval(report, sha)
-                    stats.records[source] += 1
+                    self._count(stats, source, 1)
         return stats
 
     def _record(self, parsed: Event | Label | Reject, source: str, generation: int, stats: IngestStats) -> None:
         if isinstance(parsed, Reject):
             self._reject(parsed, source, generation, stats)
         elif isinstance(parsed, Label):
-            stats.records[source] += self.store.add_labels([parsed])
+            self._count(stats, source, self.store.add_labels([parsed]))
         else:
-            stats.records[source] += self.store.add_events([parsed])
+            self._count(stats, source, self.store.add_events([parsed]))
 
     def _reject(self, reject: Reject, source: str, generation: int, stats: IngestStats) -> None:
         where = f"{reject.path}:{reject.line}" if reject.line is not None else reject.path
         log.warning("%s: rejected (%s): %s", where, reject.reason, reject.snippet[:80])
         self.store.add_rejects([reject], source, generation, self.clock())
         stats.rejects[(source, reject.reason)] += 1
+        self._staged.rejects[(source, reject.reason)] += 1
 
     # --- JSON Lines: tail from the cursor
 
@@ -380,9 +401,9 @@ class Ingester:
         # batch back, cursor included, and propagates: the daemon keeps the path pending and retries it later.
         with self.store.atomic():
             if parsed.rows:
-                stats.records[source] += self.store.add_event_rows(parsed.rows, parsed.citations)
+                self._count(stats, source, self.store.add_event_rows(parsed.rows, parsed.citations))
             if parsed.labels:
-                stats.records[source] += self.store.add_labels(parsed.labels)
+                self._count(stats, source, self.store.add_labels(parsed.labels))
             for reject in parsed.rejects:
                 self._reject(reject, source, cursor.generation, stats)
             self.store.put_cursor(moved)

@@ -236,6 +236,8 @@ class Store:
         self.conn = conn
         self.db = sqlite_utils.Database(conn)
         self.gate = gate
+        #: Called after every COMMIT that went through (the ingester learns what is now durable).
+        self.on_commit: Callable[[], None] | None = None
 
     @classmethod
     def open(cls, path: Path | str, *, readonly: bool = False, gate: threading.Lock | None = None) -> Store:
@@ -293,6 +295,8 @@ class Store:
             if held:
                 assert gate is not None
                 gate.release()
+        if self.on_commit is not None:
+            self.on_commit()
 
     @contextmanager
     def reading(self) -> Iterator[None]:

@@ -18,7 +18,7 @@ from daemon.store import Store
 AT = datetime(2026, 5, 3, tzinfo=UTC)
 
 
-def _logs(root: Path, agents: int, lines: int, start: int = 0) -> list[str]:
+def _logs(root: Path, agents: int, lines: int, start: int = 0, pad: int = 0) -> list[str]:
     (root / "heartbeats").mkdir(parents=True, exist_ok=True)
     rels = []
     for a in range(agents):
@@ -26,7 +26,7 @@ def _logs(root: Path, agents: int, lines: int, start: int = 0) -> list[str]:
         with (root / rel).open("a") as f:
             for i in range(start, start + lines):
                 f.write(json.dumps({"id": f"a{a}-{i}", "ts": "2026-05-01T00:00:00Z", "agent": f"a{a}", "kind": "dm",
-                                    "text": f"line {i}"}) + "\n")
+                                    "text": f"line {i}" + "x" * pad}) + "\n")
         rels.append(rel)
     return rels
 
@@ -88,3 +88,42 @@ def test_a_refused_group_rolls_back_and_is_retried_exactly_once(tmp_path: Path) 
         ingester.ingest_paths(rels)  # and again: nothing more
     events, _ = _state(tmp_path / "s.db")
     assert sorted(e[3] for e in events) == sorted(f"a{a}-{i}" for a in range(5) for i in range(3020))
+
+
+def _rows(db: Path) -> int:
+    conn = sqlite3.connect(db)
+    try:
+        return int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("grouped", [True, False], ids=["ingest_paths", "scan"])
+def test_a_pass_refused_part_way_reports_what_it_committed_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grouped: bool
+) -> None:
+    """The daemon counts ``Ingester.committed`` after a refused pass: the rows of the groups (or files) committed
+    before the refusal, which a retry will not count again (their cursors moved with them)."""
+    monkeypatch.setattr(ingest_module, "BATCH_LINES", 50)
+    root = tmp_path / "state"
+    rels = _logs(root, 12, 60, pad=1000)  # a group (or a file) of 60 lines, ~15 pages, each
+    (root / "heartbeats" / "0bad.jsonl").write_text("not json\n")  # a reject, first in either order
+    db = tmp_path / "s.db"
+    with Store.open(db) as store:
+        ingester = Ingester(store, root, Config(), clock=lambda: AT)
+        pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
+        store.conn.execute(f"PRAGMA max_page_count = {pages + 60}")  # room for a few groups: it stops part-way
+        with pytest.raises(sqlite3.OperationalError):
+            if grouped:
+                ingester.ingest_paths(["heartbeats/0bad.jsonl", *rels])
+            else:
+                ingester.scan()
+        stored = _rows(db)
+        assert 0 < stored < 12 * 60  # some groups went in, the refused one did not
+        assert ingester.committed.records == {"heartbeats": stored}
+        assert ingester.committed.rejects == {("heartbeats", "not_json"): 1}
+        store.conn.execute("PRAGMA max_page_count = 1073741823")
+        retried = ingester.scan()
+        assert retried.records == {"heartbeats": 12 * 60 - stored}  # the rest, once; together: every line once
+        assert ingester.committed.records == retried.records
+    assert _rows(db) == 12 * 60
