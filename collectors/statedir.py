@@ -56,15 +56,43 @@ def inside(root_real: str, target: str) -> bool:
     return real == root_real or real.startswith(root_real.rstrip("/") + "/")
 
 
-def stat_file(root: Path, rel: str) -> FileInfo | None:
-    """Stat one relative path if it is a regular file confined to the root; else None."""
-    if any(part.startswith(".") for part in rel.split("/")):
+class Confinement:
+    """Which directories resolve to inside the root, each resolved once: keep one for the length of a pass.
+
+    An ingest pass stats a hundred logs in one directory; resolving each whole path walked every one of its
+    components with ``lstat``, twice with the root, and was a tenth of the pass.
+    """
+
+    def __init__(self, root: Path | str) -> None:
+        self.root_real = os.path.realpath(root)
+        self._dirs: dict[str, bool] = {}
+
+    def dir_inside(self, directory: str) -> bool:
+        """True iff ``directory`` resolves to the root or inside it."""
+        found = self._dirs.get(directory)
+        if found is None:
+            found = self._dirs[directory] = inside(self.root_real, directory)
+        return found
+
+
+def stat_file(root: Path, rel: str, confinement: Confinement | None = None) -> FileInfo | None:
+    """Stat one relative path if it is a regular file confined to the root; else None.
+
+    ``confinement`` carries the directories already resolved in this pass (default: resolve afresh).
+    """
+    if any(part.startswith(".") for part in rel.split("/")):  # ".." included: a path never climbs out
         return None
+    confinement = confinement or Confinement(root)
     full = os.path.join(root, rel)
-    if not inside(os.path.realpath(root), full):
+    if not confinement.dir_inside(os.path.dirname(full)):
         return None
     try:
-        st = os.stat(full)
+        st = os.lstat(full)
+        # A name that is itself a symlink is followed only while its target stays inside the root.
+        if stat.S_ISLNK(st.st_mode):
+            if not inside(confinement.root_real, full):
+                return None
+            st = os.stat(full)
     except OSError:
         return None
     if not stat.S_ISREG(st.st_mode):

@@ -23,7 +23,7 @@ from collectors.evals import parse_eval
 from collectors.jsonl import parse_event, parse_label, strip_ending
 from collectors.markdown import decode, front_matter_ts, parse_markdown
 from collectors.records import Event, Label, Reject
-from collectors.statedir import FileInfo, glob_match, inside, stat_file, walk
+from collectors.statedir import Confinement, FileInfo, glob_match, inside, stat_file, walk
 from collectors.tail import Cursor, advance, complete_lines, find_rotated, matches, new_cursor
 from daemon.config import Config
 from daemon.store import CitationRow, EventRow, IndexRow, Store, event_rows
@@ -123,6 +123,7 @@ class Ingester:
         self.committed = IngestStats()
         self._staged = IngestStats()  # counted since the last COMMIT: committed by the next, or rolled back
         store.on_commit = self._on_commit
+        self._confinement: Confinement | None = None  # the directories resolved in this ingest_paths
 
     def source_of(self, rel: str) -> str | None:
         """Which source a relative path belongs to (heartbeats, labels, briefs, findings, evals)."""
@@ -151,7 +152,7 @@ class Ingester:
 
     def ingest_path(self, rel: str, *, observed: bool = True) -> IngestStats:
         """Bring one path up to date (a watcher event): it may be new, changed or gone."""
-        info = stat_file(self.root, rel)
+        info = stat_file(self.root, rel, self._confinement)
         if info is None:
             stats = IngestStats()
             if self.source_of(rel) in ("heartbeats", "labels"):
@@ -167,20 +168,24 @@ class Ingester:
 
         A fleet of busy logs gives a pass a few lines in each of many files; a transaction per file (and per
         index update) would write the same pages to the WAL a hundred times over. Any error, a refused write (the
-        store full, or locked) among them, rolls back the whole open group and propagates: the files' savepoints
-        (the same atomic() blocks a single-path pass commits) do not let the pass go on past a failing file.
+        store full, or locked) among them, rolls back the whole open group and propagates; so the files' atomic()
+        blocks take no savepoints inside a group (``Store.grouped``): there is no partial group to keep.
         Committed groups stay: retrying the paths later adds nothing twice, since each cursor moved with its rows.
         """
         self._new_pass()
         total = IngestStats()
-        self._begin_group()
+        self._confinement = Confinement(self.root)
         try:
+            self._begin_group()
+            self.store.grouped = True
             for rel in paths:
                 total.merge(self.ingest_path(rel, observed=observed))
                 self._group_check()
             self._end_group()
         finally:
             self._group_lines = None
+            self._confinement = None
+            self.store.grouped = False
             if self.store.conn.in_transaction:
                 self.store.conn.rollback()
                 self._staged = IngestStats()  # rolled back: never to be counted

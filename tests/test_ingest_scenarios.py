@@ -764,6 +764,28 @@ def test_symlink_repointed_outside_the_root_is_not_read(st: State, tmp_path: Pat
     assert exported_ids(st.db) == ["r1"]
 
 
+def test_a_pass_over_many_paths_confines_them_as_one_path_at_a_time_does(st: State, tmp_path: Path) -> None:
+    """ingest_paths resolves each directory once per pass (Confinement): a directory that is a symlink out of the
+    root, a log symlinked out, and one symlinked in are judged as stat_file judges them alone."""
+    outside = tmp_path / "outside"
+    append(outside / "x.jsonl", ev("s1"))
+    append(st.path("logs/real.jsonl"), ev("r1"))
+    st.path("heartbeats").mkdir()
+    os.symlink("../logs/real.jsonl", st.path("heartbeats/in.jsonl"))
+    os.symlink(outside / "x.jsonl", st.path("heartbeats/out.jsonl"))
+    append(st.path("heartbeats/plain.jsonl"), ev("p1"))
+    os.symlink(outside, st.path("labels"))  # a whole source directory pointing out
+    paths = ["heartbeats/in.jsonl", "heartbeats/out.jsonl", "heartbeats/plain.jsonl", "labels/x.jsonl"]
+    st.ingester.ingest_paths(paths)
+    assert sorted(st.ids()) == ["p1", "r1"]
+    assert sorted(c.path for c in st.store.cursors()) == ["heartbeats/in.jsonl", "heartbeats/plain.jsonl"]
+    # The cache lives for one pass: the next pass sees a directory re-pointed meanwhile.
+    os.unlink(st.path("labels"))
+    append(st.path("labels/x.jsonl"), obj_line({"ts": TS, "decision": "p1", "value": "up", "reviewer": "andrew"}))
+    st.ingester.ingest_paths(paths)
+    assert st.count("labels") == 1
+
+
 # --- 14. the CLI twice
 
 
