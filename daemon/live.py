@@ -76,13 +76,20 @@ class LiveFeed:
             new_checks = [c for c in store.checks_since(checks) if c.seq <= new[2]]
             self.model.add_checks(new_checks)
             for path in sorted(files | set(modified)):
+                times = (from_us(us) for us in modified.get(path, ()))
+                known = self.model.file_state(path)
+                if path not in files and known is not None:
+                    # A modification alone (an appended log, every pass): the store feeds a 'files' row whenever
+                    # created or deleted changes, so the model's are current; no need to read the row back.
+                    self.model.add_file_times(path, times, known[1])
+                    continue
                 row = store.index_rows_get(path)
                 if row is None:
                     self.model.put_file(path, None)
-                elif self.model.file_created(path) != row.created:
+                elif known is None or known[0] != row.created:
                     self.model.put_file(path, store.file_entry(path))  # new to the model, or re-created: read whole
                 else:  # a log appended to all day has a modification per ingest pass: only those are read
-                    self.model.add_file_times(path, (from_us(us) for us in modified.get(path, ())), row.deleted)
+                    self.model.add_file_times(path, times, row.deleted)
             self.marks = new
             self.applied = len(heartbeats) + len(documents) + len(new_labels) + len(new_checks) + len(files) + len(
                 modified)

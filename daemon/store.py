@@ -173,6 +173,19 @@ def _m006_drop_unused_indexes(conn: sqlite3.Connection) -> None:
     conn.execute("DROP INDEX IF EXISTS events_id")
 
 
+def _m007_feed_file_changes_only(conn: sqlite3.Connection) -> None:
+    # put_file was INSERT OR REPLACE, a delete and an insert: every index update of a log, one per ingest pass,
+    # fed a 'files' row besides its 'modified' row, and each sync read the index row back to learn nothing new.
+    # put_file now updates in place, and an update feeds a row only when what the model keeps (created, deleted)
+    # changed; a modification alone arrives as its 'modified' row.
+    conn.execute("DROP TRIGGER IF EXISTS files_updated")
+    conn.execute(
+        "CREATE TRIGGER files_updated AFTER UPDATE ON files"
+        " WHEN old.created_us IS NOT new.created_us OR old.deleted_us IS NOT new.deleted_us BEGIN"
+        " INSERT INTO changes (what, path, rid) VALUES ('files', new.path, NULL); END"
+    )
+
+
 #: Named migrations, applied in order and recorded in the ``migrations`` table.
 MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("001_initial", _m001_initial),
@@ -181,6 +194,7 @@ MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("004_citations_by_line", _m004_citations_by_line),
     ("005_change_feed", _m005_change_feed),
     ("006_drop_unused_indexes", _m006_drop_unused_indexes),
+    ("007_feed_file_changes_only", _m007_feed_file_changes_only),
 )
 
 _EVENT_COLUMNS = (
@@ -426,10 +440,12 @@ class Store:
         )
 
     def put_file(self, row: IndexRow) -> None:
-        """Insert or update a file-index entry."""
+        """Insert or update a file-index entry (an update in place: see migration 007)."""
         self.conn.execute(
-            "INSERT OR REPLACE INTO files (path, created_us, deleted_us, mtime_ns, size, sha, front_matter)"
-            " VALUES (?,?,?,?,?,?,?)",
+            "INSERT INTO files (path, created_us, deleted_us, mtime_ns, size, sha, front_matter)"
+            " VALUES (?,?,?,?,?,?,?) ON CONFLICT (path) DO UPDATE SET created_us = excluded.created_us,"
+            " deleted_us = excluded.deleted_us, mtime_ns = excluded.mtime_ns, size = excluded.size,"
+            " sha = excluded.sha, front_matter = excluded.front_matter",
             (row.path, to_us(row.created), to_us(row.deleted) if row.deleted else None, row.mtime_ns, row.size,
              row.sha, int(row.front_matter)),
         )

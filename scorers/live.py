@@ -346,10 +346,10 @@ class LiveModel:
         if not self._fresh and not self._bulk:
             self._touch_path(path, {e.created for e in (old, f) if e is not None})
 
-    def file_created(self, path: str) -> datetime | None:
-        """The ``created`` time of the model's entry for ``path`` (None: no entry)."""
+    def file_state(self, path: str) -> tuple[datetime, datetime | None] | None:
+        """(created, deleted) of the model's entry for ``path`` (None: no entry)."""
         f = self._files.get(path)
-        return None if f is None else f.created
+        return None if f is None else (f.created, f.deleted)
 
     # --- evaluation
 

@@ -71,3 +71,33 @@ def test_events_keep_only_the_index_their_queries_use(tmp_path: Path) -> None:
         plan = " ".join(row[3] for row in store.conn.execute(
             "EXPLAIN QUERY PLAN DELETE FROM events WHERE path = ? AND line = 0", ("briefs/b.md",)))
         assert "sqlite_autoindex_events_1" in plan, plan
+
+
+def test_an_index_update_feeds_a_files_row_only_when_created_or_deleted_changes(tmp_path: Path) -> None:
+    """Migration 007: an appended log's index update (size, mtime) feeds only its 'modified' row; a deletion and a
+    re-creation (what the model keeps of the entry) each feed a 'files' row. The update is in place, not a REPLACE.
+    """
+    from datetime import timedelta
+
+    from daemon.store import IndexRow
+    from tests.helpers import T0
+
+    log = "heartbeats/ada.jsonl"
+    with Store.open(tmp_path / "h.db") as store:
+        _, _, _, start = store.feed_marks()
+        with store.atomic():
+            store.put_file(IndexRow(log, T0, None, 1, 10, None, False))
+        rowid = store.conn.execute("SELECT rowid FROM files WHERE path = ?", (log,)).fetchone()[0]
+        for k in range(1, 4):  # three passes append to the log
+            with store.atomic():
+                store.put_file(IndexRow(log, T0, None, 1 + k, 10 + k, None, False))
+                store.add_file_change(log, T0 + timedelta(seconds=k))
+        with store.atomic():  # deleted, then re-created
+            store.put_file(IndexRow(log, T0, T0 + timedelta(seconds=5), 4, 13, None, False))
+        with store.atomic():
+            store.put_file(IndexRow(log, T0 + timedelta(seconds=6), None, 5, 0, None, False))
+        assert [what for _, what, _, _ in store.changes_since(start)] == [
+            "files", "modified", "modified", "modified", "files", "files"]
+        assert store.conn.execute("SELECT rowid FROM files WHERE path = ?", (log,)).fetchone()[0] == rowid
+        row = store.index_rows_get(log)
+        assert row is not None and (row.created, row.deleted, row.size) == (T0 + timedelta(seconds=6), None, 0)
