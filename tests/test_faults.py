@@ -51,6 +51,7 @@ import pytest
 
 from collectors.rfc3339 import format_ts
 from daemon import app as app_module
+from daemon import ingest as ingest_module
 from daemon.app import Daemon, Overrides
 from daemon.config import Config, GitHub
 from daemon.config import Daemon as DaemonSettings
@@ -370,6 +371,41 @@ def test_store_full_pauses_ingest_keeps_the_cursor_and_resumes_with_nothing_lost
             assert after is not None and before is not None and after.line == before.line + 4000
             assert sorted(ids) == sorted(f"ada-{i}" for i in range(4100))
             print(f"\nstore full: {d.store_full} refused writes, resumed {took:.2f} s after space returned")
+
+    asyncio.run(scenario())
+
+
+def test_a_pass_the_full_store_stops_part_way_still_counts_what_it_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """honesty_ingest_records_total after a refusal mid-pass: the groups committed before it are counted (a retry
+    skips their rows, so they would be missed for good), and once space returns the counter equals the store."""
+    monkeypatch.setattr(ingest_module, "BATCH_LINES", 50)  # a group per log below: the pass commits several
+    root, db = tmp_path / "state", tmp_path / "honestyd.db"
+    (root / "heartbeats").mkdir(parents=True)
+    logs = [root / "heartbeats" / f"a{k:02}.jsonl" for k in range(12)]
+    for k, log in enumerate(logs):
+        log.write_text(_lines(f"a{k:02}", 0, 1))
+
+    async def scenario() -> None:
+        async with _serving(_config(root, db, rescan=3600)) as d:
+            assert d.store is not None and d.lock is not None
+            await _until(lambda: _events(d) == 12, 5, "the first line of each log")
+            async with d.lock:
+                pages = d.store.conn.execute("PRAGMA page_count").fetchone()[0]
+                d.store.conn.execute(f"PRAGMA max_page_count = {pages + 60}")  # room for a few groups
+            for k, log in enumerate(logs):
+                _append(log, _lines(f"a{k:02}", 1, 60, pad=1000))
+            await _until(lambda: d.store_full > 0, 10, "a refused write")
+            async with d.lock:
+                stored = _events(d)
+            assert 12 < stored < 12 * 61, "the pass was to stop part-way"
+            assert d.ingest_records["heartbeats"] == stored
+            async with d.lock:
+                d.store.conn.execute("PRAGMA max_page_count = 1073741823")
+            _append(logs[0], _lines("a00", 61, 1))  # the next event retries the pending paths
+            await _until(lambda: _events(d) == 12 * 61 + 1, 10, "every line after space returned")
+            await _until(lambda: d.ingest_records["heartbeats"] == 12 * 61 + 1, 5, "the counter")
 
     asyncio.run(scenario())
 
