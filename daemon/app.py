@@ -52,7 +52,7 @@ from daemon.live import LiveFeed
 from daemon.metrics import make_registry
 from daemon.notify import Notifier
 from daemon.snapshot import Counters, Snapshot
-from daemon.store import Store
+from daemon.store import Gate, Store
 from scorers.history import DayCounts
 from scorers.score import AgentResult
 
@@ -303,7 +303,7 @@ class Daemon:
         self._install_signals(loop)
         cfg = self._config
         self.notifier.status("starting: catching up with the state directory")
-        gate = threading.Lock()  # the evaluations' snapshots out of the writer's COMMITs: the WAL starts over
+        gate = Gate()  # the evaluations' snapshots out of the writer's COMMITs: the WAL starts over
         self.store = await asyncio.to_thread(Store.open, cfg.db_path, gate=gate)
         self.reader = await asyncio.to_thread(Store.open, cfg.db_path, readonly=True, gate=gate)
         self.ingester = Ingester(self.store, cfg.state_root, cfg, self._observed_clock)

@@ -28,9 +28,52 @@ from scorers.context import Records
 from scorers.history import DayCounts
 from scorers.score import ComponentResult
 
-#: How long a COMMIT waits for a gated reader's snapshot to end (see :class:`Store`). A sync reads for milliseconds
+#: How long a COMMIT waits for a gated reader's snapshot to end (see :class:`Gate`). A sync reads for milliseconds
 #: in a steady state; a catch-up sync may read for seconds, and a pass must not stall behind it for that long.
 GATE_WAIT_S = 1.0
+
+
+class Gate:
+    """Keeps the snapshots of a reader that runs often (the daemon's evaluations) out of the writer's COMMITs.
+
+    SQLite checkpoints the WAL inside a COMMIT once it passes 1,000 pages, and can copy back only the frames every
+    open snapshot has seen; a checkpoint cut short leaves the WAL to grow by the next transaction instead of starting
+    over. Without the gate, an evaluation reading at each COMMIT grew the WAL by one ingest group per overlap.
+
+    A COMMIT waits at most ``GATE_WAIT_S`` for a read, and once only for the same read: the COMMITs after one that
+    gave up go ahead at once while that read lasts (a catch-up sync of seconds costs a pass one wait, not one each).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reads = 0  # reads begun; the one holding the lock is number _reads
+        self._gave_up_on = -1  # the read a COMMIT last stopped waiting for
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Hold the gate for one read transaction."""
+        with self._lock:
+            self._reads += 1
+            yield
+
+    @contextmanager
+    def committing(self) -> Iterator[None]:
+        """Hold the gate for one COMMIT, if it comes free in time (see the class)."""
+        if self._gave_up_on == self._reads:  # the read that outlasted a COMMIT's wait may still be on
+            held = self._lock.acquire(blocking=False)
+        else:
+            held = self._lock.acquire(timeout=GATE_WAIT_S)
+        if not held:
+            self._gave_up_on = self._reads
+        try:
+            yield
+        finally:
+            if held:
+                self._lock.release()
+
+    def locked(self) -> bool:
+        """True while a read or a COMMIT holds the gate."""
+        return self._lock.locked()
 
 
 @dataclass(frozen=True)
@@ -239,14 +282,10 @@ def _from_json_list(text: str) -> tuple[str, ...]:
 class Store:
     """One SQLite database; construct with :meth:`open`. Not thread-safe: one writer.
 
-    ``gate``, shared by the writer and a reader that runs often (the daemon's evaluations), keeps that reader's
-    snapshots out of the writer's COMMITs. SQLite checkpoints the WAL inside a COMMIT once it passes 1,000 pages, and
-    can copy back only the frames every open snapshot has seen; a checkpoint cut short leaves the WAL to grow by the
-    next transaction instead of starting over. Without the gate, an evaluation reading at each COMMIT grew the WAL by
-    one ingest group per overlap. The writer waits at most ``GATE_WAIT_S`` for it.
+    ``gate``, shared by the writer and a reader that runs often (the daemon's evaluations): see :class:`Gate`.
     """
 
-    def __init__(self, conn: sqlite3.Connection, gate: threading.Lock | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection, gate: Gate | None = None) -> None:
         self.conn = conn
         self.db = sqlite_utils.Database(conn)
         self.gate = gate
@@ -257,7 +296,7 @@ class Store:
         self.grouped = False
 
     @classmethod
-    def open(cls, path: Path | str, *, readonly: bool = False, gate: threading.Lock | None = None) -> Store:
+    def open(cls, path: Path | str, *, readonly: bool = False, gate: Gate | None = None) -> Store:
         """Open (creating and migrating unless ``readonly``) the database at ``path``; ``gate``: see the class."""
         if readonly:
             if str(path) != ":memory:" and not Path(path).exists():
@@ -306,15 +345,9 @@ class Store:
             raise
 
     def commit(self) -> None:
-        """COMMIT the open transaction, once no gated reader holds a snapshot (or after ``GATE_WAIT_S``)."""
-        gate = self.gate
-        held = gate is not None and gate.acquire(timeout=GATE_WAIT_S)
-        try:
+        """COMMIT the open transaction, once no gated reader holds a snapshot (see :class:`Gate`)."""
+        with self.gate.committing() if self.gate is not None else nullcontext():
             self.conn.execute("COMMIT")
-        finally:
-            if held:
-                assert gate is not None
-                gate.release()
         if self.on_commit is not None:
             self.on_commit()
 
@@ -325,7 +358,7 @@ class Store:
         if conn.in_transaction:
             yield
             return
-        with self.gate if self.gate is not None else nullcontext():
+        with self.gate.reading() if self.gate is not None else nullcontext():
             conn.execute("BEGIN")
             try:
                 yield

@@ -55,7 +55,7 @@ from daemon import ingest as ingest_module
 from daemon.app import Daemon, Overrides
 from daemon.config import Config, GitHub
 from daemon.config import Daemon as DaemonSettings
-from daemon.store import Store
+from daemon.store import Gate, Store
 from tests.conftest import HONESTYD, ROOT
 from tests.daemon_harness import free_port, wait_for, write_config
 
@@ -422,7 +422,7 @@ def test_a_store_full_at_start_up_still_serves_then_catches_up(
 
     class FullStore(Store):
         @classmethod
-        def open(cls, path: Path, *, readonly: bool = False, gate: threading.Lock | None = None) -> Store:
+        def open(cls, path: Path, *, readonly: bool = False, gate: Gate | None = None) -> Store:
             store = Store.open(path, readonly=readonly, gate=gate)
             pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
             store.conn.execute(f"PRAGMA max_page_count = {pages}")
