@@ -40,7 +40,7 @@ from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from collectors import phrases
 from collectors.citations import path_never_exists
@@ -74,6 +74,35 @@ _SEPARATOR = "\n"
 #: Decisions per block of the cached prefix sums (see _range_sums): a window's sum adds at most 2 × (_BLOCK − 1)
 #: decisions' counts to one difference of prefixes.
 _BLOCK = 32
+
+
+class _Stub(NamedTuple):
+    """A stored record that is neither a decision nor a state change, as the model keeps it.
+
+    No rule reads such a record; the model needs only its id (a later record with that id is dropped, spec 1.1),
+    its read order (which of two records with one id comes first) and its time (a rebuild for an earlier T hides it
+    again). A whole Event has 15 fields; many logs are mostly such records (progress notes, tool output).
+    """
+
+    id: str
+    ts: datetime
+    kind: str
+    path: str
+    line: int
+    generation: int
+
+    @property
+    def order(self) -> tuple[str, int, int]:
+        """The record's position in read order (spec section 1), as :attr:`Event.order`."""
+        return (self.path, self.generation, self.line)
+
+
+#: What the model stores for a record: the whole event, or the stub of one no rule reads.
+_Record = Event | _Stub
+
+
+def _read_order(e: _Record) -> tuple[datetime, tuple[str, int, int]]:
+    return (e.ts, e.order)
 
 
 def _ts(e: Event) -> datetime:
@@ -239,10 +268,10 @@ class LiveModel:
         self._seq = itertools.count()
         self._fresh = True
         # Every stored record lives in exactly one of: winners / shadowed (visible), hidden (ts > T).
-        self._winner: dict[str, Event] = {}
-        self._shadowed: dict[str, list[Event]] = {}
-        self._hidden: list[tuple[datetime, int, Event]] = []
-        self._loaded: list[Event] = []  # arrived before the first evaluation, in no order
+        self._winner: dict[str, _Record] = {}
+        self._shadowed: dict[str, list[_Record]] = {}
+        self._hidden: list[tuple[datetime, int, _Record]] = []
+        self._loaded: list[_Record] = []  # arrived before the first evaluation, in no order
         self._removed: set[int] = set()  # id() of hidden events removed before they became visible
         self._documents: dict[str, list[Event]] = {}
         self._labels: dict[str, list[Label]] = defaultdict(list)
@@ -276,9 +305,9 @@ class LiveModel:
 
     def add_events(self, events: Iterable[Event]) -> None:
         """Heartbeat events and Markdown decisions, in any order; an already stored (path, line) is ignored."""
-        for e in events:
-            e = self._slim(e)
-            if e.line is None:
+        for event in events:
+            e = self._slim(event)
+            if isinstance(e, Event) and e.line is None:
                 self._documents.setdefault(e.path, []).append(e)
             self._arrive(e)
 
@@ -470,9 +499,13 @@ class LiveModel:
 
     # --- arrival and departure of events
 
-    def _slim(self, e: Event) -> Event:
-        """``e`` with its text reduced to the phrases it matches and its repeated values shared."""
+    def _slim(self, e: Event) -> _Record:
+        """``e`` with its text reduced to the phrases it matches and its repeated values shared; a stub when no rule
+        reads it (see :class:`_Stub`)."""
         share = self._shared.setdefault
+        if e.line is not None and e.kind not in self._decision_kinds and e.kind not in self._state_kinds:
+            return _Stub(e.id, e.ts, share(e.kind, e.kind), share(e.path, e.path), share(e.line, e.line),
+                         e.generation)
         text = e.text if self._vocabulary is None else reduce_text(e.text, self._vocabulary)
         # Line numbers too: one int object per line number, not per event (most are above the small-int cache).
         return e._replace(
@@ -493,7 +526,7 @@ class LiveModel:
         result: str | None = found[0]
         return result
 
-    def _arrive(self, e: Event) -> None:
+    def _arrive(self, e: _Record) -> None:
         if self._fresh:
             self._loaded.append(e)  # the first evaluation sorts them all at once (a heap entry would cost ~100 B)
         elif e.ts > self.at:
@@ -501,7 +534,7 @@ class LiveModel:
         else:
             self._show(e)
 
-    def _show(self, e: Event) -> None:
+    def _show(self, e: _Record) -> None:
         """A stored event became visible: it wins its id, or waits behind the winner in read order."""
         winner = self._winner.get(e.id)
         if winner is None:
@@ -543,11 +576,13 @@ class LiveModel:
                 return
         self._removed.add(id(e))  # still hidden: forget it when its time comes
 
-    def _is_decision(self, e: Event) -> bool:
+    def _is_decision(self, e: _Record) -> bool:
         return e.line is None or e.kind in self._decision_kinds
 
-    def _index(self, e: Event) -> None:
+    def _index(self, e: _Record) -> None:
         """Add a visible winner to the indexes the rules read, and mark what it can change."""
+        if isinstance(e, _Stub):
+            return  # neither a decision nor a state change: in no index
         if e.kind in self._state_kinds:
             bisect.insort(self._state_times, e.ts)
             if not self._bulk:
@@ -581,7 +616,9 @@ class LiveModel:
         if not self._bulk:
             self._touch_neighbours(e, a)
 
-    def _unindex(self, e: Event) -> None:
+    def _unindex(self, e: _Record) -> None:
+        if isinstance(e, _Stub):
+            return
         if e.kind in self._state_kinds:
             del self._state_times[bisect.bisect_left(self._state_times, e.ts)]
             self._touch_prompted_after(e.ts)
@@ -650,7 +687,8 @@ class LiveModel:
         for decision_id, last_label in a.labelled.items():
             if e.ts <= last_label + within:
                 labelled = self._winner.get(decision_id)
-                if labelled is not None and labelled.ts <= e.ts and labelled.thread == e.thread:
+                # labelled holds decisions' ids only (a winner that is a stub was never added, or was removed)
+                if isinstance(labelled, Event) and labelled.ts <= e.ts and labelled.thread == e.thread:
                     self._touch(labelled)
         nxt = self._next_same_prompt(e)
         if nxt is not None:
@@ -693,7 +731,7 @@ class LiveModel:
     def _show_label(self, label: Label) -> None:
         self._labels[label.decision].append(label)
         d = self._winner.get(label.decision)
-        if d is not None and self._is_decision(d):
+        if isinstance(d, Event) and self._is_decision(d):
             labelled = self._agents[d.agent].labelled
             labelled[d.id] = max(labelled.get(d.id, label.ts), label.ts)
             self._touch(d)
@@ -744,14 +782,14 @@ class LiveModel:
         self._fresh = False
         self.at = at
         self._bulk = True
-        visible = sorted((e for e in events if e.ts <= at), key=sort_key)
+        visible = sorted((e for e in events if e.ts <= at), key=_read_order)
         for e in visible:
-            if e.line is None:
+            if isinstance(e, Event) and e.line is None:
                 self._documents.setdefault(e.path, []).append(e)
             self._show(e)
         for e in events:
             if e.ts > at:
-                if e.line is None:
+                if isinstance(e, Event) and e.line is None:
                     self._documents.setdefault(e.path, []).append(e)
                 heapq.heappush(self._hidden, (e.ts, next(self._seq), e))
         # Everything is dirty already: labels, checks and files need no per-record invalidation.
@@ -762,7 +800,7 @@ class LiveModel:
         self._bulk = False
         self._advance(at)
 
-    def _stored_events(self) -> Iterator[Event]:
+    def _stored_events(self) -> Iterator[_Record]:
         yield from self._winner.values()
         for rest in self._shadowed.values():
             yield from rest
