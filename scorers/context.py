@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import Any, Protocol
 
 from collectors.citations import PATH, Citation, normalise_path, path_never_exists
-from collectors.records import CheckResult, Event, FileEntry, Label
+from collectors.records import CheckResult, Event, FileEntry, Label, Order
 from collectors.statedir import glob_regex
 from daemon.config import Config
 
@@ -85,7 +85,17 @@ class RuleContext(Protocol):
         """The current ``down`` labels on a decision."""
 
 
-def sort_key(e: Event) -> tuple[datetime, tuple[str, int, int]]:
+class Ordered(Protocol):
+    """A record with a time and a read order (an Event, or the live model's stub of one)."""
+
+    @property
+    def ts(self) -> datetime: ...
+
+    @property
+    def order(self) -> Order: ...
+
+
+def sort_key(e: Ordered) -> tuple[datetime, Order]:
     """The order decisions are kept in: time, then read order."""
     return (e.ts, e.order)
 

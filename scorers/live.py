@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 
 from collectors import phrases
 from collectors.citations import path_never_exists
-from collectors.records import CheckResult, Event, FileEntry, Label
+from collectors.records import CheckResult, Event, FileEntry, Label, Order
 from collectors.rfc3339 import from_us, to_us
 from collectors.statedir import glob_regex
 from daemon.config import COMPONENTS, Config
@@ -92,17 +92,13 @@ class _Stub(NamedTuple):
     generation: int
 
     @property
-    def order(self) -> tuple[str, int, int]:
+    def order(self) -> Order:
         """The record's position in read order (spec section 1), as :attr:`Event.order`."""
         return (self.path, self.generation, self.line)
 
 
 #: What the model stores for a record: the whole event, or the stub of one no rule reads.
 _Record = Event | _Stub
-
-
-def _read_order(e: _Record) -> tuple[datetime, tuple[str, int, int]]:
-    return (e.ts, e.order)
 
 
 def _ts(e: Event) -> datetime:
@@ -782,7 +778,7 @@ class LiveModel:
         self._fresh = False
         self.at = at
         self._bulk = True
-        visible = sorted((e for e in events if e.ts <= at), key=_read_order)
+        visible = sorted((e for e in events if e.ts <= at), key=sort_key)
         for e in visible:
             if isinstance(e, Event) and e.line is None:
                 self._documents.setdefault(e.path, []).append(e)
