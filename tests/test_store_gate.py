@@ -20,17 +20,19 @@ ROW = b"x" * 3000  # about one 4 KiB page a row
 ROWS = 50  # a transaction of ~50 pages, past the 20-page auto-checkpoint set below
 
 
-def _reader_holding(reader: Store, entered: threading.Event, hold_s: float) -> threading.Thread:
-    """A thread that opens one read snapshot, signals, and keeps it for ``hold_s``."""
+def _reader_holding(reader: Store, release: threading.Event, hold_s: float) -> threading.Thread:
+    """A thread holding one read snapshot (opened before this returns) until ``release`` is set or ``hold_s``."""
+    entered = threading.Event()
 
     def run() -> None:
         with reader.reading():
             reader.conn.execute("SELECT count(*) FROM t").fetchone()
             entered.set()
-            threading.Event().wait(hold_s)
+            release.wait(hold_s)
 
     thread = threading.Thread(target=run)
     thread.start()
+    assert entered.wait(5)
     return thread
 
 
@@ -46,9 +48,7 @@ def _wal_after_rounds(tmp_path: Path, gate: Gate | None) -> tuple[int, int]:
     writer.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     try:
         for _ in range(ROUNDS):
-            entered = threading.Event()
-            thread = _reader_holding(reader, entered, 0.05)
-            assert entered.wait(5)
+            thread = _reader_holding(reader, threading.Event(), 0.05)
             writer.conn.execute("BEGIN IMMEDIATE")
             writer.conn.executemany("INSERT INTO t VALUES (?)", [(ROW,)] * ROWS)
             writer.commit()  # gated: after the reader's snapshot ends; ungated: while it is open
@@ -82,25 +82,14 @@ def test_a_commit_waits_for_a_stuck_reader_only_so_long_and_once(
     writer.conn.execute("CREATE TABLE t (b BLOB)")
     reader = Store.open(db, readonly=True, gate=gate)
 
-    def stuck(entered: threading.Event, done: threading.Event) -> threading.Thread:
-        def run() -> None:
-            with reader.reading():
-                entered.set()
-                done.wait(30)  # until the commits below have gone through
-
-        thread = threading.Thread(target=run)
-        thread.start()
-        assert entered.wait(5)
-        return thread
-
     def commit_timed() -> float:
         start = time.monotonic()
         with writer.atomic():  # atomic() commits through the same gate
             writer.conn.execute("INSERT INTO t VALUES (?)", (ROW,))
         return time.monotonic() - start
 
-    entered, done = threading.Event(), threading.Event()
-    thread = stuck(entered, done)
+    done = threading.Event()
+    thread = _reader_holding(reader, done, 30)  # until the commits below have gone through
     try:
         waits = [commit_timed() for _ in range(3)]
         other = sqlite3.connect(db)
@@ -112,8 +101,8 @@ def test_a_commit_waits_for_a_stuck_reader_only_so_long_and_once(
         thread.join()
     assert not gate.locked()  # and the writer did not release what it never held
     assert waits[0] >= 0.3 and waits[1] < 0.3 and waits[2] < 0.3, waits
-    entered, done = threading.Event(), threading.Event()
-    thread = stuck(entered, done)  # a new read: waited for once more
+    done = threading.Event()
+    thread = _reader_holding(reader, done, 30)  # a new read: waited for once more
     try:
         assert commit_timed() >= 0.3
     finally:
