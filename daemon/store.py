@@ -229,6 +229,13 @@ def _m007_feed_file_changes_only(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m008_store_id(conn: sqlite3.Connection) -> None:
+    # The daemon's model cache (daemon/modelcache.py) holds marks into this store's rowids and change feed: they
+    # mean nothing in another store, even one with the same row counts. A random id per store tells them apart.
+    conn.execute("CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute("INSERT INTO store_meta (key, value) VALUES ('store_id', lower(hex(randomblob(16))))")
+
+
 #: Named migrations, applied in order and recorded in the ``migrations`` table.
 MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("001_initial", _m001_initial),
@@ -238,6 +245,7 @@ MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("005_change_feed", _m005_change_feed),
     ("006_drop_unused_indexes", _m006_drop_unused_indexes),
     ("007_feed_file_changes_only", _m007_feed_file_changes_only),
+    ("008_store_id", _m008_store_id),
 )
 
 _EVENT_COLUMNS = (
@@ -603,9 +611,27 @@ class Store:
         """The newest (event rowid, label rowid, check seq, change seq): where the daemon's model is up to."""
         row = self.conn.execute(
             "SELECT (SELECT coalesce(max(rowid), 0) FROM events), (SELECT coalesce(max(rowid), 0) FROM labels),"
-            " (SELECT coalesce(max(seq), 0) FROM checks), (SELECT coalesce(max(seq), 0) FROM changes)"
+            # The feed's mark is the last seq handed out, not max(seq): the daemon prunes what it applied, and an
+            # emptied feed must not read as "nothing applied yet" to a model cache holding this mark (AUTOINCREMENT
+            # never hands a seq out twice, so the two agree whenever the newest row is still there).
+            " (SELECT coalesce(max(seq), 0) FROM checks),"
+            " coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'changes'), 0)"
         ).fetchone()
         return int(row[0]), int(row[1]), int(row[2]), int(row[3])
+
+    def store_id(self) -> str:
+        """The random id this store was given when it was created (migration 008)."""
+        return str(self.conn.execute("SELECT value FROM store_meta WHERE key = 'store_id'").fetchone()[0])
+
+    def feed_kept_after(self, seq: int) -> bool:
+        """True iff the change feed still holds every row after ``seq``, and ``seq`` was handed out here: what a
+        model holding that mark needs to catch up (the daemon prunes the feed up to what its model applied).
+        """
+        top = self.feed_marks()[3]
+        low = self.conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
+        if seq > top:
+            return False
+        return seq == top if low is None else low <= seq + 1
 
     def heartbeat_top(self, upto: int) -> int:
         """The largest rowid ≤ ``upto`` of a heartbeat event (rows that are never removed)."""

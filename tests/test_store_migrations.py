@@ -62,6 +62,28 @@ def test_change_feed_records_removed_decisions_and_file_index_changes(tmp_path: 
         assert store.changes_since(start) == []
 
 
+def test_the_feed_mark_survives_pruning_and_says_what_a_mark_can_catch_up_from(tmp_path: Path) -> None:
+    """The feed's mark is the last seq handed out, not max(seq): pruned empty, the feed must not read as 'nothing
+    applied yet' (a model cache holding the mark would read a pruned feed as intact)."""
+    from daemon.store import IndexRow
+    from tests.helpers import T0
+
+    with Store.open(tmp_path / "h.db") as store:
+        for i in range(3):
+            with store.atomic():
+                store.put_file(IndexRow(f"briefs/{i}.md", T0, None, 1, 10, "sha", False))
+        top = store.feed_marks()[3]
+        assert top == 3 and all(store.feed_kept_after(m) for m in (0, 1, 2, 3))
+        assert not store.feed_kept_after(4)  # a mark the store never handed out: ahead of it
+        store.prune_changes(1)
+        assert [store.feed_kept_after(m) for m in (0, 1, 2, 3)] == [False, True, True, True]
+        store.prune_changes(3)
+        assert store.feed_marks()[3] == 3  # empty, yet still at 3
+        assert [store.feed_kept_after(m) for m in (0, 2, 3)] == [False, False, True]
+        with Store.open(tmp_path / "other.db") as other:
+            assert len(store.store_id()) == 32 and store.store_id() != other.store_id()
+
+
 def test_events_keep_only_the_index_their_queries_use(tmp_path: Path) -> None:
     """Migration 006 dropped the ts and id indexes no query used (each cost every insert); removing a document's
     decisions still goes through the (path, generation, line) key.
