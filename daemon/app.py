@@ -44,7 +44,7 @@ from watchdog.observers import Observer
 
 from collectors.poll import LogPoller
 from collectors.records import EvalReport
-from daemon import changelog
+from daemon import changelog, modelcache
 from daemon.api import HTTP_LIMITS, HTTP_LOG, make_app
 from daemon.config import COMPONENTS, Config, ConfigError, load_config
 from daemon.ingest import Clock, Ingester, IngestStats, store_full, system_clock
@@ -368,6 +368,7 @@ class Daemon:
             await asyncio.wait(set(self._job_tasks), timeout=self._config.daemon.drain_timeout)
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=False)
+        await self._save_model()
         if self.runner is not None:
             await self.runner.cleanup()
         if self.reader is not None:
@@ -375,6 +376,21 @@ class Daemon:
         if self.store is not None:
             self.store.close()
         log.info("stopped")
+
+    async def _save_model(self) -> None:
+        """Write the model cache (daemon/modelcache.py), once every job that could change the model is done."""
+        feed, store = self.feed, self.store
+        if feed is None or store is None or feed.at is None or not self._config.daemon.model_cache:
+            return
+        path = modelcache.path_for(self._config.db_path)
+        self.notifier.status(f"writing the model cache {path}")
+        started = time.monotonic()
+        try:
+            size = await asyncio.to_thread(modelcache.save, feed, path, store.store_id())
+        except Exception as exc:  # whatever it was (a full disk, no memory left), the stop goes on; the next start
+            log.warning("model cache %s not written: %s", path, exc)  # builds the model from the store
+            return
+        log.info("model cache %s written: %.1f MB in %.1f s", path, size / 1e6, time.monotonic() - started)
 
     async def reload(self) -> bool:
         """Re-read the config file; a bad file is rejected (keys named) and the old config stays."""
@@ -574,7 +590,9 @@ class Daemon:
             config = self._config
             feed = self.feed
             if feed is None or feed.config is not config:
-                feed = await asyncio.to_thread(_load_feed, config)
+                # The cache is for the first load only: a reload that changes what the model reads starts afresh.
+                cache = modelcache.path_for(config.db_path) if feed is None and config.daemon.model_cache else None
+                feed = await asyncio.to_thread(_load_feed, config, cache)
             reader = self.reader
             assert reader is not None
             evals = await asyncio.to_thread(_sync_feed, feed, reader)
@@ -793,11 +811,16 @@ def _sync_feed(feed: LiveFeed, reader: Store) -> tuple[EvalReport, ...]:
     return tuple(reader.evals())
 
 
-def _load_feed(config: Config) -> LiveFeed:
-    """A model of the whole store, read on a connection of its own (ingest goes on meanwhile)."""
-    feed = LiveFeed(config)
+def _load_feed(config: Config, cache: Path | None = None) -> LiveFeed:
+    """A model of the whole store, read on a connection of its own (ingest goes on meanwhile): from the model cache
+    at ``cache`` when there is a usable one (the sync that follows applies what was committed since), else built.
+    """
     with Store.open(config.db_path, readonly=True) as reader:
-        feed.load(reader)
+        with reader.reading():
+            feed = None if cache is None else modelcache.load(cache, config, reader, freeze=True)
+        if feed is None:
+            feed = LiveFeed(config)
+            feed.load(reader)
     # The model is millions of long-lived objects: a full collection walking them all paused the loop's worker
     # threads for most of a second. Frozen, the collector leaves them alone; new objects are collected as usual.
     gc.collect()

@@ -151,6 +151,8 @@ class Daemon:
     rescan_interval: timedelta = timedelta(minutes=5)
     rescore_interval: timedelta = timedelta(minutes=1)
     drain_timeout: float = 10.0
+    #: Keep the scoring model beside the database across restarts (daemon/modelcache.py).
+    model_cache: bool = True
 
 
 @dataclass(frozen=True)
@@ -204,6 +206,12 @@ class Config:
 def _str(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"must be a string, not {type(value).__name__}")
+    return value
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false, not {type(value).__name__}")
     return value
 
 
@@ -440,6 +448,7 @@ _SCHEMA: dict[str, dict[str, tuple[str, Validator]]] = {
         "rescan_interval": ("daemon.rescan_interval", _duration),
         "rescore_interval": ("daemon.rescore_interval", _duration),
         "drain_timeout": ("daemon.drain_timeout", _positive_float),
+        "model_cache": ("daemon.model_cache", _bool),
     },
     "api": {
         "reviewers_env": ("api.reviewers_env", _str),
@@ -657,7 +666,8 @@ def render_config(cfg: Config) -> str:
     d = cfg.daemon
     lines += ["", "[daemon]", f"listen = {q(d.listen)}", f"debounce = {d.debounce!r}",
               f"rescan_interval = {q(format_duration(d.rescan_interval))}",
-              f"rescore_interval = {q(format_duration(d.rescore_interval))}", f"drain_timeout = {d.drain_timeout!r}"]
+              f"rescore_interval = {q(format_duration(d.rescore_interval))}", f"drain_timeout = {d.drain_timeout!r}",
+              f"model_cache = {str(d.model_cache).lower()}"]
     a = cfg.api
     lines += ["", "[api]", f"reviewers_env = {q(a.reviewers_env)}", f"reviewers_file = {q(a.reviewers_file)}",
               f"max_body = {a.max_body}", "", "[benchmark.models]"]

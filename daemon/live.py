@@ -10,7 +10,10 @@ exactly once however the reads interleave with the writer.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
+from typing import Any
 
 from collectors.rfc3339 import from_us
 from daemon.config import Config
@@ -34,6 +37,32 @@ class LiveFeed:
         #: The largest rowid of a heartbeat event applied (those rows are never removed: see sync).
         self._heartbeat_top = 0
         self._lock = threading.Lock()
+
+    @property
+    def heartbeat_top(self) -> int:
+        """The largest rowid of a heartbeat event applied."""
+        return self._heartbeat_top
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The feed as the model cache pickles it (daemon/modelcache.py): everything but the lock."""
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def holding(self) -> Iterator[Marks]:
+        """The feed held still (no sync or evaluation meanwhile), with the marks it reflects: for pickling it."""
+        with self._lock:
+            yield self.marks
+
+    def adopt(self, config: Config) -> None:
+        """Take ``config`` as the model's (one that scores the same: see daemon/modelcache.py)."""
+        with self._lock:
+            self.config = self.model.config = config
 
     def load(self, store: Store) -> None:
         """Read the whole store (use a connection of its own: this may take a while on a big store)."""

@@ -40,6 +40,7 @@ from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from collectors import phrases
@@ -63,6 +64,7 @@ from scorers.score import (
 
 _NEVER = datetime.max.replace(tzinfo=UTC)
 _DAWN = datetime.min.replace(tzinfo=UTC)
+_EPOCH = from_us(0)
 _NO_WIDTH = timedelta(0)  # the width-independent rules ignore it
 #: Position of each component's (passed, counted, pending) in a decision's counts; false gaps last.
 _SLOT = {name: 3 * i for i, name in enumerate(COMPONENTS)}
@@ -99,6 +101,39 @@ class _Stub(NamedTuple):
 
 #: What the model stores for a record: the whole event, or the stub of one no rule reads.
 _Record = Event | _Stub
+
+
+def pack_records(records: Iterable[_Record]) -> tuple[list[_Record], Iterator[Any]]:
+    """``records`` in the order the columns give them (events, then stubs), and the columns, made one at a time:
+    per field of :class:`Event`, then of :class:`_Stub`, a list of the values (times as microseconds in machine
+    integers). For the model cache (daemon/modelcache.py): pickled record by record, each would leave its
+    constructor's arguments and its time's in the pickler's memo until the end, twice the model's size while
+    writing, and a fragmented heap after reading.
+    """
+    events = [r for r in records if isinstance(r, Event)]
+    stubs = [r for r in records if isinstance(r, _Stub)]
+
+    def columns() -> Iterator[Any]:
+        for group, fields in ((events, Event._fields), (stubs, _Stub._fields)):
+            for f in fields:
+                yield array("q", [to_us(r.ts) for r in group]) if f == "ts" else [getattr(r, f) for r in group]
+
+    return [*events, *stubs], columns()
+
+
+def unpack_records(columns: Iterator[Any]) -> list[_Record]:
+    """The records of :func:`pack_records`, from its columns, in its order; line numbers shared again (one int
+    object per number, as the model keeps them). Built by C-level maps: a million records in well under a second.
+    """
+    lines: dict[int | None, int | None] = {}
+    out: list[_Record] = []
+    for cls in (Event, _Stub):
+        c = {f: next(columns) for f in cls._fields}
+        c["ts"] = list(map(_EPOCH.__add__, map(timedelta, itertools.repeat(0), itertools.repeat(0), c["ts"])))
+        c["line"] = list(map(lines.setdefault, c["line"], c["line"]))
+        out += map(tuple.__new__, itertools.repeat(cls),  # type: ignore[arg-type]  # tuple.__new__(cls, row)
+                   zip(*(c[f] for f in cls._fields), strict=True))
+    return out
 
 
 def _ts(e: Event) -> datetime:
@@ -233,6 +268,20 @@ class _Agent:
         self.tail: tuple[int, ...] = _ZERO
         self.tail_key: tuple[int, int] = (-1, -1)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """For the model cache (daemon/modelcache.py): ``repeat_counts`` is keyed by id(), which an unpickled
+        decision does not keep, so it travels as a list aligned with ``repeats`` (the decisions it is keyed by).
+        """
+        state = {name: getattr(self, name) for name in self.__slots__}
+        state["repeat_counts"] = [self.repeat_counts[id(d)] for d in self.repeats]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        state["repeat_counts"] = {id(d): c for d, c in zip(state["repeats"], state["repeat_counts"], strict=True)}
+        for name, value in state.items():
+            setattr(self, name, value)
+
     def changed(self, i: int) -> None:
         """The decision at index ``i`` (and so every later position) changed: drop the prefixes that include it."""
         del self.prefix[(i // _BLOCK + 1) * _WIDTH:]
@@ -296,6 +345,42 @@ class LiveModel:
         #: (figures for the benchmark and the logs: they show the work follows the change, not the history).
         self.evaluated = 0
         self.summed = 0
+
+    # --- the model cache (daemon/modelcache.py)
+
+    def records(self) -> list[_Record]:
+        """Every record the model holds (visible, shadowed, hidden, loaded, removed while hidden), each once."""
+        return [*self._winner.values(), *(e for rest in self._shadowed.values() for e in rest),
+                *(h[2] for h in self._hidden), *self._loaded]
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The model as pickled: the maps keyed by id() hold their records instead (an unpickled record has another
+        id; pickle keeps each record one object, so the keys are rebuilt from the same objects the indexes hold),
+        and the counter its next value (itertools objects do not pickle on every Python).
+        """
+        state = self.__dict__.copy()
+        state["_seq"] = next(self._seq)
+        # Keyed by the records' own ids: rebuilt from the records, so the keys stay those very strings.
+        state["_winner"] = list(self._winner.values())
+        state["_shadowed"] = list(self._shadowed.values())
+        state["_shared"] = {}  # only spares memory for records to come: refilled as they arrive
+        state["_dirty"] = list(self._dirty.values())
+        state["_by_path"] = {p: list(bucket.values()) for p, bucket in self._by_path.items()}
+        state["_signal_claims"] = list(self._signal_claims.values())
+        waiting = itertools.chain((h[2] for h in self._hidden), self._loaded)
+        state["_removed"] = [e for e in waiting if id(e) in self._removed]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        state["_seq"] = itertools.count(state["_seq"])
+        state["_winner"] = dict(zip(map(attrgetter("id"), state["_winner"]), state["_winner"], strict=True))
+        state["_shadowed"] = {rest[0].id: rest for rest in state["_shadowed"]}
+        state["_dirty"] = {id(e): e for e in state["_dirty"]}
+        state["_by_path"] = defaultdict(dict, {p: {id(e): e for e in b} for p, b in state["_by_path"].items()})
+        state["_signal_claims"] = {id(e): e for e in state["_signal_claims"]}
+        state["_removed"] = {id(e) for e in state["_removed"]}
+        self.__dict__.update(state)
 
     # --- records in
 
@@ -930,4 +1015,4 @@ def _range_sums(a: _Agent, lo: int) -> list[int]:
             zip(p[last * w:(last + 1) * w], p[first * w:(first + 1) * w], head, a.tail, strict=True)]
 
 
-__all__ = ["LiveModel", "Vocabulary", "reduce_text"]
+__all__ = ["LiveModel", "Vocabulary", "pack_records", "reduce_text", "unpack_records"]

@@ -42,6 +42,7 @@ def test_empty_file_gives_defaults(tmp_path: Path) -> None:
         ({"weights": {"agents": {"bob": "v9"}}}, "weights.agents.bob"),
         ({"signals": [{"phrase": "x", "glob": "a/*"}]}, "signals: entry 0"),
         ({"kinds": {"decision": "dm"}}, "kinds.decision"),
+        ({"daemon": {"model_cache": "yes"}}, "daemon.model_cache: must be true or false"),
     ],
 )
 def test_bad_values_are_named(data: dict[str, object], key: str) -> None:

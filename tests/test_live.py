@@ -8,6 +8,7 @@ rows must equal what :func:`scorers.score.evaluate` computes from scratch over t
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +18,9 @@ from hypothesis import strategies as st
 
 from collectors import phrases
 from collectors.records import CheckResult, Event, FileEntry, Label
+from daemon import modelcache
 from daemon.config import Config, GitHub, Phrases
+from daemon.live import LiveFeed
 from scorers import live
 from scorers.context import Context, Records
 from scorers.live import LiveModel, Vocabulary, reduce_text
@@ -107,7 +110,8 @@ def steps(draw: st.DrawFn) -> list[tuple[Any, ...]]:
     now = draw(minutes)
     indexed: list[str] = []  # paths given an entry so far: "times" adds to one (the feed's case)
     for _ in range(draw(st.integers(1, 14))):
-        op = draw(st.sampled_from(["events", "events", "labels", "checks", "file", "times", "doc", "eval", "eval"]))
+        op = draw(st.sampled_from(["events", "events", "labels", "checks", "file", "times", "doc", "eval", "eval",
+                                   "restart"]))
         if op == "events":
             out.append(("events", draw(st.lists(heartbeat(lines), min_size=1, max_size=12))))
         elif op == "labels":
@@ -133,6 +137,8 @@ def steps(draw: st.DrawFn) -> list[tuple[Any, ...]]:
             times = [_at(m) for m in draw(st.lists(minutes, max_size=3))]  # near decisions, windows and each other
             deleted = draw(st.one_of(st.none(), minutes))
             out.append(("times", draw(st.sampled_from(indexed)), times, None if deleted is None else _at(deleted)))
+        elif op == "restart":
+            out.append(("restart",))
         elif op == "doc":
             path = draw(st.sampled_from(["findings/f1.md", "findings/f2.md", "briefs/b1.md"]))
             out.append(("doc", path, draw(document(path))))
@@ -190,6 +196,18 @@ def _apply(model: LiveModel, stored: _Stored, step: tuple[Any, ...]) -> None:
         stored.events = [e for e in stored.events if not (e.line is None and e.path == step[1])] + step[2]
 
 
+def _through_the_cache(model: LiveModel) -> LiveModel:
+    """The model as the next start reads it from the model cache (daemon/modelcache.py)."""
+    feed = LiveFeed(model.config)
+    feed.model = model
+    buffer = io.BytesIO()
+    modelcache.write_feed(buffer, feed)
+    buffer.seek(0)
+    loaded = modelcache.read_feed(buffer)
+    assert isinstance(loaded, LiveFeed) and loaded.model is not model
+    return loaded.model
+
+
 def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict[str, Any]]:
     """Apply ``program`` to a model and to a plain record list; compare after every evaluation.
 
@@ -199,6 +217,9 @@ def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict
     stored = _Stored()
     outputs = []
     for step in program:
+        if step[0] == "restart":
+            model = _through_the_cache(model)
+            continue
         if step[0] != "eval":
             _apply(model, stored, step)
             continue
@@ -379,6 +400,16 @@ SCENARIOS: dict[str, list[tuple[Any, ...]]] = {
         ("eval", 60 * 24 * 7 - 1),  # the 7d window (T − 7 d, T]: p1 at T − 7 d + 1 min is in it
         ("eval", 60 * 24 * 7),  # p1 at T − 7 d exactly is not: p2 counts as —
     ],
+    "a document removed while its decision was still dated after T stays removed across a restart": [
+        ("events", [_e("a", 45, line=1)]),
+        ("doc", "findings/f1.md", [ev("m", _at(30), kind="finding", path="findings/f1.md", markdown=True,
+                                      text="no data")]),
+        ("eval", 1),
+        ("doc", "findings/f1.md", []),  # removed while hidden: the model forgets it when T reaches 30
+        ("restart",),
+        ("eval", 2),
+        ("eval", 60),
+    ],
     "records dated after T appear when T reaches them, and the clock may step back": [
         ("events", [_e("a", 0, line=1), _e("b", 30, "No, because red; instead wait.", kind="refusal", line=2)]),
         ("labels", [Label(_at(40), "a", "down", "rev1", "labels/r.jsonl", 1)]),
@@ -422,7 +453,6 @@ def test_feed_sees_rows_that_reuse_rowids_freed_long_before(tmp_path: Any) -> No
     """SQLite hands out max(rowid) + 1: once the top rows are removed, rowids freed in earlier passes come back.
     The feed must still see every such row (the model-based ingest test found this; here it is spelled out).
     """
-    from daemon.live import LiveFeed
     from daemon.store import Store
 
     def doc(name: str, m: int) -> Event:

@@ -14,7 +14,11 @@ injected clock. The rules are what writers, logrotate and editors do to the file
 * the daemon: ``scan()``; restart (close and reopen Store and Ingester); and **kill**: a fault injected at the k-th
   write of a scan (the transaction rolls back, as a SIGKILL would leave it), the Store abandoned without closing,
   then a new Store and Ingester that scan at start, as the daemon does. A real SIGKILL of a real process is
-  ``tests/test_crash_safety.py``.
+  ``tests/test_crash_safety.py``;
+* the daemon's model (daemon/modelcache.py): write the model cache (a clean stop), prune the change feed the model
+  applied (what the running daemon does once a minute), and start from the last cache written, however much was
+  ingested since: it must be used exactly when the feed still holds every change after its marks, and the model it
+  gives must then score what a from-scratch evaluation scores (the invariant below), rewritten briefs included.
 
 The model knows, per log, which physical file the cursor follows and how many of its complete lines were read, and
 says which lines any correct ingester must store. After every step:
@@ -62,6 +66,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from collectors.jsonl import MAX_LINE_BYTES, snippet, strip_ending
 from collectors.statedir import walk
+from daemon import modelcache
 from daemon.config import Config
 from daemon.ingest import Ingester
 from daemon.live import LiveFeed
@@ -185,6 +190,9 @@ class IngestMachine(RuleBasedStateMachine):
         self.ingester = Ingester(self.store, self.root, Config(), clock=self.clock)
         self.feed = LiveFeed(Config())  # the daemon's scoring model, kept across restarts like a long-lived reader
         self.feed.load(self.store)
+        self.cache = self.tmp / "db.sqlite.model"
+        self.cached: tuple[int, int, int, int] | None = None  # the marks of the last model cache written
+        self.pruned = 0  # the change feed was pruned up to this seq (the daemon prunes what its model applied)
         # --- the model
         self.n = 0  # unique line number across the run
         self.rot = 0  # rotation suffix counter
@@ -435,6 +443,44 @@ class IngestMachine(RuleBasedStateMachine):
         self.real_scan()  # the daemon scans at start
         self.model_scan()
         self.scanned = True
+
+    # --- the daemon's model cache (daemon/modelcache.py)
+
+    @rule()
+    def write_model_cache(self) -> None:
+        """The daemon stops cleanly: its model is written beside the store."""
+        modelcache.save(self.feed, self.cache, self.store.store_id())
+        self.cached = self.feed.marks
+
+    @rule()
+    def prune_the_applied_feed(self) -> None:
+        """What the running daemon does once a minute: drop the change feed its model has applied."""
+        self.feed.sync(self.store)
+        with self.store.atomic():
+            self.store.prune_changes(self.feed.marks[3])
+        self.pruned = max(self.pruned, self.feed.marks[3])
+
+    @rule()
+    def start_from_the_model_cache(self) -> None:
+        """The daemon starts with the last cache written, however much was ingested since: it is used exactly when
+        the feed still holds every change after its marks, and then catches up like a running model (checked by
+        ``live_model_matches_store``); otherwise the model is built from the store.
+        """
+        if self.cached is None:
+            return
+        copy = self.tmp / "start.model"
+        shutil.copyfile(self.cache, copy)
+        os.chmod(copy, 0o600)
+        loaded = modelcache.load(copy, Config(), self.store)
+        assert not copy.exists(), "a cache is read once"
+        assert (loaded is not None) == (self.pruned <= self.cached[3]), (self.pruned, self.cached)
+        if loaded is None:
+            event("model cache refused: the feed was pruned past its marks")
+            loaded = LiveFeed(Config())
+            loaded.load(self.store)
+        else:
+            event("model cache used" + (" after later ingest" if self.cached != self.store.feed_marks() else ""))
+        self.feed = loaded
 
     # --- the comparison
 

@@ -1,0 +1,230 @@
+"""The scoring model kept across restarts: written at shutdown, read once at the next start.
+
+Building the model from the store means reading every row and running the six rules on every decision: close to a
+minute for a million events on a small host, with no scores served meanwhile. At a clean shutdown the daemon pickles
+its :class:`~daemon.live.LiveFeed` (the model and the store marks it reflects) next to the database; the next start
+loads it, and the feed's usual sync applies what the store committed since those marks, as it does after every
+ingest pass. The result is the model a cold load would build (``tests/test_modelcache.py`` compares them).
+
+A cache is used only when everything it depends on is unchanged, and otherwise the start loads from the store as
+before, with the reason logged:
+
+* the same format and the same code (a hash of the modules whose objects and rules it holds);
+* the same store (the random id of migration 008; marks mean nothing in another store);
+* marks the store can still catch up from: none ahead of the store, and the change feed kept after its mark (the
+  daemon prunes the feed up to what its model applied, so a cache left by a run that went on after writing it is
+  refused);
+* the same configuration, in every part the model reads (everything but the sections only the I/O reads).
+
+The file is read at most once: it is deleted as it is loaded, or when it is refused, and written anew at the next
+clean shutdown. A daemon killed without one starts from the store.
+
+Pickle runs code named in the file it loads, so the cache is trusted only as far as the database is: it is written
+0600 by the daemon, and a file not owned by the daemon's user, or writable by anyone else, is refused (and left
+where it is).
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import hashlib
+import json
+import logging
+import os
+import pickle
+import stat
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import fields, replace
+from operator import attrgetter
+from pathlib import Path
+from typing import IO, Any
+
+from daemon.config import Config
+from daemon.live import LiveFeed
+from daemon.store import Store
+from scorers.live import pack_records, unpack_records
+
+log = logging.getLogger("honestyd")
+
+MAGIC = b"honestyd-model-cache\n"
+#: Bumped when the file's layout changes (the code hash covers the pickled objects).
+FORMAT = 1
+#: The modules whose objects the cache holds or whose rules produced its cached outcomes.
+_CODE = ("scorers", "collectors", "daemon/live.py", "daemon/config.py")
+#: Config fields the model never reads (where files are, how the daemon listens, verifies and serves): a change of
+#: these keeps a cache valid. Any other field, including one added later, must be equal.
+IO_ONLY = frozenset({"state_root", "db_path", "changelog", "globs", "weights_file", "verify", "github", "daemon",
+                     "api", "benchmark_models"})
+
+
+def path_for(db_path: Path) -> Path:
+    """Where the cache of the model over ``db_path`` lives: beside it."""
+    return db_path.with_name(db_path.name + ".model")
+
+
+#: Where the packages of ``_CODE`` are.
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def code_hash(root: Path = _ROOT) -> str:
+    """A hash of the model's code and of the Python that pickled it (see ``_CODE``)."""
+    digest = hashlib.sha256(sys.version.encode())
+    for name in _CODE:
+        target = root / name
+        for path in sorted(target.rglob("*.py")) if target.is_dir() else [target]:
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _scored_part(config: Config) -> Config:
+    """``config`` with every I/O-only field at its default: two configs that score alike compare equal."""
+    defaults = Config()
+    return replace(config, **{f.name: getattr(defaults, f.name) for f in fields(Config) if f.name in IO_ONLY})
+
+
+def save(feed: LiveFeed, path: Path, store_id: str) -> int:
+    """Write ``feed`` to ``path`` (atomically, mode 0600); returns the bytes written."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            with feed.holding() as marks:
+                header = {"format": FORMAT, "code": code_hash(), "store": store_id, "marks": list(marks),
+                          "heartbeat_top": feed.heartbeat_top}
+                f.write(MAGIC + json.dumps(header).encode() + b"\n")
+                write_feed(f, feed)
+            f.flush()
+            os.fsync(f.fileno())
+            size = f.tell()
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return size
+
+
+def load(path: Path, config: Config, store: Store, *, freeze: bool = False) -> LiveFeed | None:
+    """The feed cached at ``path`` if it can stand for a load of ``store`` under ``config``; None (reason logged)
+    when there is none or it cannot. Reads the store's marks: call it inside the store's read transaction.
+    ``freeze``: leave every object made so far frozen out of the garbage collector, as the daemon wants after a load.
+    """
+    started = time.monotonic()
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        log.warning("model cache %s not used: not a regular file of this user writable only by it", path)
+        return None
+    try:
+        found = _read(path, config, store, freeze)
+    except Exception as exc:  # a damaged file: whatever unpickling raises, the start goes on from the store
+        found = f"unreadable ({type(exc).__name__}: {exc})"
+    path.unlink(missing_ok=True)  # used or not, it is stale from here on
+    if isinstance(found, str):
+        log.info("model cache %s not used: %s; loading from the store", path, found)
+        return None
+    log.info("model cache %s loaded in %.1f s (marks %s)", path, time.monotonic() - started, found.marks)
+    return found
+
+
+def _read(path: Path, config: Config, store: Store, freeze: bool) -> LiveFeed | str:
+    """The cached feed, or why it cannot be used."""
+    with path.open("rb") as f:
+        header = _header(f)
+        if header is None:
+            return "not a model cache"
+        if header.get("format") != FORMAT or header.get("code") != code_hash():
+            return "written by another version of the code"
+        if header.get("store") != store.store_id():
+            return "written for another store"
+        marks, top = header.get("marks"), header.get("heartbeat_top")
+        if not isinstance(marks, list) or len(marks) != 4 or not all(isinstance(m, int) for m in [top, *marks]):
+            return "not a model cache"
+        # What only grows: heartbeat rows, labels, checks and the feed's seq (the largest event rowid does not: a
+        # Markdown row removed from the top hands its rowid out again). A store restored from an older copy is behind.
+        current = store.feed_marks()
+        now = [store.heartbeat_top(current[0]), *current[1:]]
+        if any(m > c for m, c in zip([top, *marks[1:]], now, strict=True)):
+            return f"it is ahead of the store (heartbeat row, label, check, change: {[top, *marks[1:]]} > {now})"
+        if not store.feed_kept_after(marks[3]):
+            return "the store's change feed was pruned past its marks (the daemon ran on after writing it)"
+        feed = read_feed(f, freeze=freeze)
+    if not isinstance(feed, LiveFeed) or list(feed.marks) != marks or feed.heartbeat_top != top:
+        return "its contents do not match its header"
+    if _scored_part(feed.config) != _scored_part(config):
+        return "the configuration the model reads has changed"
+    feed.adopt(config)
+    return feed
+
+
+class _RecordPickler(pickle.Pickler):
+    """Pickles the feed with each record, and each record's time, as its position in ``records`` (written before,
+    as columns: see :func:`scorers.live.pack_records`); the indexes hold those very objects, so they are references.
+    """
+
+    def __init__(self, f: IO[bytes], records: list[Any]) -> None:
+        super().__init__(f, protocol=pickle.HIGHEST_PROTOCOL)
+        n = len(records)
+        self._refs = {id(r): i for i, r in enumerate(records)}
+        # A time (positions n, n + 1, …) shared by the indexes with its record (a repeat's previous answer, the
+        # sorted times of state changes and prompts) stays one object after loading, as it was.
+        self._refs.update({id(r.ts): n + i for i, r in enumerate(records)})
+
+    def persistent_id(self, obj: Any) -> int | None:
+        return self._refs.get(id(obj))
+
+
+def write_feed(f: IO[bytes], feed: LiveFeed) -> None:
+    """Pickle ``feed``: its records as columns, then the feed with references to them (hold the feed still)."""
+    records, columns = pack_records(feed.model.records())
+    for column in columns:  # one at a time, each with a memo of its own: what writing costs stays one column
+        pickle.dump(column, f, protocol=pickle.HIGHEST_PROTOCOL)
+    _RecordPickler(f, records).dump(feed)
+
+
+def read_feed(f: IO[bytes], *, freeze: bool = False) -> Any:
+    """What :func:`write_feed` wrote (no check whatever: see :func:`load`); ``freeze``: see _collector_paused."""
+    with _collector_paused(freeze=freeze):
+        records = unpack_records(iter(functools.partial(pickle.load, f), None))
+        # Position i < n is record i, n + i its time (see _RecordPickler): a list's own lookup resolves a reference
+        # without a call into Python, millions of them per load.
+        targets = [*records, *map(attrgetter("ts"), records)]
+        unpickler = pickle.Unpickler(f)
+        unpickler.persistent_load = targets.__getitem__  # type: ignore[method-assign]
+        return unpickler.load()
+
+
+@contextmanager
+def _collector_paused(*, freeze: bool) -> Iterator[None]:
+    """No garbage collection while millions of long-lived objects are made (it would walk them again and again: a
+    load three times as long); with ``freeze``, everything made so far is frozen out of it afterwards, as the daemon
+    does after any load (daemon/app.py): else the first allocation after would start a full collection walking them
+    all once more.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if freeze:
+            gc.freeze()
+        if was:
+            gc.enable()
+
+
+def _header(f: IO[bytes]) -> dict[str, Any] | None:
+    if f.read(len(MAGIC)) != MAGIC:
+        return None
+    try:
+        header = json.loads(f.readline(4096))
+    except ValueError:
+        return None
+    return header if isinstance(header, dict) else None
