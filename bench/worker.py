@@ -80,11 +80,41 @@ def task_rescore(args: Args) -> Args:
         out.update(load=t1 - t0, eval=t2 - t1, full=t2 - t0, warm=t3 - t2, warm_summed=feed.model.summed,
                    decisions=evaluated, agents=max((len(w.agents) for w in windows.values()), default=0),
                    events=store.feed_marks()[0])
-        if one is not None:
+        if one is not None:  # a copy of the store: writable, so it has the store id the cache is keyed by
+            out.update(_restart(store, Path(args["db"]), config, later, feed))
             out.update(_one_event(store, one, config, later, feed, args))
     finally:
         store.close()
     return out
+
+
+def _restart(store: Any, db: Path, config: Any, at: Any, feed: Any) -> Args:
+    """A clean stop writes the model cache; the next start reads it, catches up and evaluates (daemon/modelcache.py).
+    The loaded model must give the same windows as the one that was written."""
+    from daemon import modelcache
+
+    path = modelcache.path_for(db)
+    try:
+        t0 = time.perf_counter()
+        size = modelcache.save(feed, path, store.store_id())
+        t1 = time.perf_counter()
+        gc.collect()
+        t2 = time.perf_counter()
+        with store.reading():
+            loaded = modelcache.load(path, config, store, freeze=True)  # as the daemon does
+        t3 = time.perf_counter()
+        if loaded is None:
+            raise RuntimeError("the model cache just written was refused (see the log)")
+        loaded.sync(store)
+        windows = loaded.evaluate(at)
+        t4 = time.perf_counter()
+    finally:
+        path.unlink(missing_ok=True)
+    same = windows == feed.evaluate(at)
+    del loaded
+    gc.collect()
+    return {"cache_save": t1 - t0, "cache_bytes": size, "restart_load": t3 - t2, "restart": t4 - t2,
+            "restart_same": float(same)}
 
 
 def _one_event(store: Any, one: Args, config: Any, at: Any, feed: Any, args: Args) -> Args:
