@@ -336,6 +336,8 @@ class LiveModel:
         self._signal_claims: dict[int, Event] = {}
         # Caches.
         self._dirty: dict[int, Event] = {}
+        #: Every decision is to be re-run (a rebuild): no entry per decision in _dirty, a million of them at a start.
+        self._all_dirty = False
         self._expiry: list[tuple[datetime, int, Event]] = []
         self._results: dict[tuple[str, str], tuple[tuple[int, int, int, int], AgentResult]] = {}
         self._signal_globs = [glob_regex(s.glob) for s in config.signals]
@@ -400,7 +402,7 @@ class LiveModel:
 
     def add_labels(self, labels: Iterable[Label]) -> None:
         """Reviewer labels, in any order."""
-        for label in labels:
+        for label in map(self._slim_label, labels):
             if self._fresh or label.ts > self.at:
                 heapq.heappush(self._hidden_labels, (label.ts, next(self._seq), label))
             else:
@@ -469,9 +471,17 @@ class LiveModel:
             self._rebuild(at)
         else:
             self._advance(at)
-        self.evaluated = len(self._dirty)
         self.summed = 0
+        all_dirty, self._all_dirty = self._all_dirty, False
         dirty, self._dirty = self._dirty, {}
+        if all_dirty:  # a rebuild: every decision runs once (those marked since among them)
+            self.evaluated = 0
+            for each in self._agents.values():
+                for k, d in enumerate(each.events):
+                    self._reevaluate(d, each, k)
+                self.evaluated += len(each.events)
+            return {name: self._window(name, width) for name, width in self.config.scoring.windows}
+        self.evaluated = len(dirty)
         by_agent: dict[str, list[Event]] = defaultdict(list)
         for e in dirty.values():
             by_agent[e.agent].append(e)
@@ -484,7 +494,7 @@ class LiveModel:
                     i = a.index(e)
                     if i is not None:
                         self._reevaluate(e, a, i)
-            else:  # many of this agent's decisions (a cold start): one pass, no searches
+            else:  # many of this agent's decisions: one pass, no searches
                 for i, e in enumerate(a.events):
                     if id(e) in dirty:
                         self._reevaluate(e, a, i)
@@ -597,6 +607,14 @@ class LiveModel:
             subject=share(e.subject, e.subject),
         )
 
+    def _slim_label(self, label: Label) -> Label:
+        """``label`` with its reviewer and file shared, and its decision id the decision's own string when the model
+        holds the decision (a rebuild adds every label again once the decisions are in)."""
+        share = self._shared.setdefault
+        known = self._winner.get(label.decision)
+        return label._replace(decision=label.decision if known is None else known.id,
+                              reviewer=share(label.reviewer, label.reviewer), path=share(label.path, label.path))
+
     def _prompt_key(self, prompt: str | None) -> str | None:
         if prompt is None:
             return None
@@ -693,8 +711,8 @@ class LiveModel:
             else:
                 group.insert(bisect.bisect_left(group, sort_key(e), key=sort_key), e)
         self._index_paths(e, add=True)
-        self._dirty[id(e)] = e
-        if not self._bulk:
+        if not self._bulk:  # a rebuild marks them all at once (_all_dirty)
+            self._dirty[id(e)] = e
             self._touch_neighbours(e, a)
 
     def _unindex(self, e: _Record) -> None:
@@ -863,6 +881,7 @@ class LiveModel:
         self._fresh = False
         self.at = at
         self._bulk = True
+        self._all_dirty = True
         visible = sorted((e for e in events if e.ts <= at), key=sort_key)
         for e in visible:
             if isinstance(e, Event) and e.line is None:
