@@ -357,12 +357,12 @@ class LiveModel:
 
     def __getstate__(self) -> dict[str, Any]:
         """The model as pickled: the maps keyed by id() hold their records instead (an unpickled record has another
-        id; pickle keeps each record one object, so the keys are rebuilt from the same objects the indexes hold),
-        and the counter its next value (itertools objects do not pickle on every Python).
+        id; pickle keeps each record one object, so the keys are rebuilt from the same objects the indexes hold), so
+        do the maps keyed by the records' ids (rebuilt with the records' own strings as keys), the counter is its next
+        value (itertools objects do not pickle on every Python), and the cache of shared values starts empty.
         """
         state = self.__dict__.copy()
         state["_seq"] = next(self._seq)
-        # Keyed by the records' own ids: rebuilt from the records, so the keys stay those very strings.
         state["_winner"] = list(self._winner.values())
         state["_shadowed"] = list(self._shadowed.values())
         state["_shared"] = {}  # only spares memory for records to come: refilled as they arrive
@@ -377,7 +377,7 @@ class LiveModel:
         state = dict(state)
         state["_seq"] = itertools.count(state["_seq"])
         state["_winner"] = dict(zip(map(attrgetter("id"), state["_winner"]), state["_winner"], strict=True))
-        state["_shadowed"] = {rest[0].id: rest for rest in state["_shadowed"]}
+        state["_shadowed"] = {rest[0].id: rest for rest in state["_shadowed"] if rest}
         state["_dirty"] = {id(e): e for e in state["_dirty"]}
         state["_by_path"] = defaultdict(dict, {p: {id(e): e for e in b} for p, b in state["_by_path"].items()})
         state["_signal_claims"] = {id(e): e for e in state["_signal_claims"]}
