@@ -14,7 +14,10 @@ before, with the reason logged:
 * marks the store can still catch up from: none ahead of the store, and the change feed kept after its mark (the
   daemon prunes the feed up to what its model applied, so a cache left by a run that went on after writing it is
   refused);
-* the same configuration, in every part the model reads (everything but the sections only the I/O reads).
+* the same configuration, in every part the model reads (everything but the sections only the I/O reads): a hash of
+  it in the header refuses a changed one before the file is unpickled, and the two are compared after;
+* the file as it was written: a CRC-32 of everything after the header closes it (a byte changed inside a string would
+  unpickle without complaint).
 
 The file is read at most once: it is deleted as it is loaded, or when it is refused, and written anew at the next
 clean shutdown. A daemon killed without one starts from the store.
@@ -36,12 +39,13 @@ import pickle
 import stat
 import sys
 import time
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import fields, replace
 from operator import attrgetter
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from daemon.config import Config
 from daemon.live import LiveFeed
@@ -52,7 +56,7 @@ log = logging.getLogger("honestyd")
 
 MAGIC = b"honestyd-model-cache\n"
 #: Bumped when the file's layout changes (the code hash covers the pickled objects).
-FORMAT = 1
+FORMAT = 2
 #: The modules whose objects the cache holds or whose rules produced its cached outcomes.
 _CODE = ("scorers", "collectors", "daemon/live.py", "daemon/config.py")
 #: Config fields the model never reads (where files are, how the daemon listens, verifies and serves): a change of
@@ -82,6 +86,11 @@ def code_hash(root: Path = _ROOT) -> str:
     return digest.hexdigest()[:16]
 
 
+def scoring_hash(config: Config) -> str:
+    """A hash of what the model reads of ``config`` (its repr: dataclasses, tuples, dicts in file order, no sets)."""
+    return hashlib.sha256(repr(_scored_part(config)).encode()).hexdigest()[:16]
+
+
 def _scored_part(config: Config) -> Config:
     """``config`` with every I/O-only field at its default: two configs that score alike compare equal."""
     defaults = Config()
@@ -97,9 +106,11 @@ def save(feed: LiveFeed, path: Path, store_id: str) -> int:
         with os.fdopen(fd, "wb") as f:
             with feed.holding() as marks:
                 header = {"format": FORMAT, "code": code_hash(), "store": store_id, "marks": list(marks),
-                          "heartbeat_top": feed.heartbeat_top}
+                          "heartbeat_top": feed.heartbeat_top, "scoring": scoring_hash(feed.config)}
                 f.write(MAGIC + json.dumps(header).encode() + b"\n")
-                write_feed(f, feed)
+                summed = _Summed(f)
+                write_feed(summed, feed)
+                f.write(b"%08x\n" % summed.crc)
             f.flush()
             os.fsync(f.fileno())
             size = f.tell()
@@ -145,6 +156,8 @@ def _read(path: Path, config: Config, store: Store, freeze: bool) -> LiveFeed | 
             return "written by another version of the code"
         if header.get("store") != store.store_id():
             return "written for another store"
+        if header.get("scoring") != scoring_hash(config):  # known before unpickling it (equality is checked after)
+            return "the configuration the model reads has changed"
         marks, top = header.get("marks"), header.get("heartbeat_top")
         if not isinstance(marks, list) or len(marks) != 4 or not all(isinstance(m, int) for m in [top, *marks]):
             return "not a model cache"
@@ -156,7 +169,10 @@ def _read(path: Path, config: Config, store: Store, freeze: bool) -> LiveFeed | 
             return f"it is ahead of the store (heartbeat row, label, check, change: {[top, *marks[1:]]} > {now})"
         if not store.feed_kept_after(marks[3]):
             return "the store's change feed was pruned past its marks (the daemon ran on after writing it)"
-        feed = read_feed(f, freeze=freeze)
+        summed = _Summed(f)
+        feed = read_feed(summed, freeze=freeze)
+        if f.readline(16) != b"%08x\n" % summed.crc:
+            return "damaged (its checksum does not match)"
     if not isinstance(feed, LiveFeed) or list(feed.marks) != marks or feed.heartbeat_top != top:
         return "its contents do not match its header"
     if _scored_part(feed.config) != _scored_part(config):
@@ -165,12 +181,45 @@ def _read(path: Path, config: Config, store: Store, freeze: bool) -> LiveFeed | 
     return feed
 
 
+class _Writable(Protocol):
+    def write(self, data: bytes, /) -> int: ...
+
+
+class _Readable(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def readline(self, size: int = -1, /) -> bytes: ...
+
+
+class _Summed:
+    """A file that keeps a CRC-32 of what is written to it or read from it: a byte changed on disk inside a string
+    would unpickle without complaint (pickle has no checksum of its own)."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self._f = f
+        self.crc = 0
+
+    def write(self, data: bytes) -> int:
+        self.crc = zlib.crc32(data, self.crc)
+        return self._f.write(data)
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._f.read(size)
+        self.crc = zlib.crc32(data, self.crc)
+        return data
+
+    def readline(self, size: int = -1) -> bytes:
+        data = self._f.readline(size)
+        self.crc = zlib.crc32(data, self.crc)
+        return data
+
+
 class _RecordPickler(pickle.Pickler):
     """Pickles the feed with each record, and each record's time, as its position in ``records`` (written before,
     as columns: see :func:`scorers.live.pack_records`); the indexes hold those very objects, so they are references.
     """
 
-    def __init__(self, f: IO[bytes], records: list[Any]) -> None:
+    def __init__(self, f: _Writable, records: list[Any]) -> None:
         super().__init__(f, protocol=pickle.HIGHEST_PROTOCOL)
         n = len(records)
         self._refs = {id(r): i for i, r in enumerate(records)}
@@ -182,7 +231,7 @@ class _RecordPickler(pickle.Pickler):
         return self._refs.get(id(obj))
 
 
-def write_feed(f: IO[bytes], feed: LiveFeed) -> None:
+def write_feed(f: _Writable, feed: LiveFeed) -> None:
     """Pickle ``feed``: its records as columns, then the feed with references to them (hold the feed still)."""
     records, columns = pack_records(feed.model.records())
     for column in columns:  # one at a time, each with a memo of its own: what writing costs stays one column
@@ -190,7 +239,7 @@ def write_feed(f: IO[bytes], feed: LiveFeed) -> None:
     _RecordPickler(f, records).dump(feed)
 
 
-def read_feed(f: IO[bytes], *, freeze: bool = False) -> Any:
+def read_feed(f: _Readable, *, freeze: bool = False) -> Any:
     """What :func:`write_feed` wrote (no check whatever: see :func:`load`); ``freeze``: see _collector_paused."""
     with _collector_paused(freeze=freeze):
         records = unpack_records(iter(functools.partial(pickle.load, f), None))

@@ -191,6 +191,12 @@ def test_refusals_name_their_reason(world: World, tmp_path: Path, caplog: pytest
     assert "unreadable" in (_refused(world, caplog) or "")
     world.cache.write_bytes(b"not a cache at all")
     assert "not a model cache" in (_refused(world, caplog) or "")
+    # One byte changed inside a string (a decision id): it would unpickle without complaint.
+    modelcache.save(running, world.cache, store_id)
+    data = world.cache.read_bytes()
+    at = data.index(b"ada-1", data.index(b"\n", len(modelcache.MAGIC)))
+    world.cache.write_bytes(data[:at] + b"ada-7" + data[at + 5:])
+    assert "checksum does not match" in (_refused(world, caplog) or "")
     assert _refused(world, caplog) == "no cache"  # both were removed
 
     # A file others could have written is not trusted, and is left for its owner to look at.
