@@ -100,8 +100,7 @@ def _restart(store: Any, db: Path, config: Any, at: Any, feed: Any) -> Args:
         t1 = time.perf_counter()
         gc.collect()
         t2 = time.perf_counter()
-        with store.reading():
-            loaded = modelcache.load(path, config, store, freeze=True)  # as the daemon does
+        loaded = modelcache.load(path, config, store, freeze=True)  # as the daemon does
         t3 = time.perf_counter()
         if loaded is None:
             raise RuntimeError("the model cache just written was refused (see the log)")

@@ -816,8 +816,7 @@ def _load_feed(config: Config, cache: Path | None = None) -> LiveFeed:
     at ``cache`` when there is a usable one (the sync that follows applies what was committed since), else built.
     """
     with Store.open(config.db_path, readonly=True) as reader:
-        with reader.reading():
-            feed = None if cache is None else modelcache.load(cache, config, reader, freeze=True)
+        feed = None if cache is None else modelcache.load(cache, config, reader, freeze=True)
         if feed is None:
             feed = LiveFeed(config)
             feed.load(reader)

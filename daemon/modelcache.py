@@ -123,7 +123,7 @@ def save(feed: LiveFeed, path: Path, store_id: str) -> int:
 
 def load(path: Path, config: Config, store: Store, *, freeze: bool = False) -> LiveFeed | None:
     """The feed cached at ``path`` if it can stand for a load of ``store`` under ``config``; None (reason logged)
-    when there is none or it cannot. Reads the store's marks: call it inside the store's read transaction.
+    when there is none or it cannot. The store is asked in one read transaction of its own.
     ``freeze``: leave every object made so far frozen out of the garbage collector, as the daemon wants after a load.
     """
     started = time.monotonic()
@@ -154,21 +154,16 @@ def _read(path: Path, config: Config, store: Store, freeze: bool) -> LiveFeed | 
             return "not a model cache"
         if header.get("format") != FORMAT or header.get("code") != code_hash():
             return "written by another version of the code"
-        if header.get("store") != store.store_id():
-            return "written for another store"
         if header.get("scoring") != scoring_hash(config):  # known before unpickling it (equality is checked after)
             return "the configuration the model reads has changed"
         marks, top = header.get("marks"), header.get("heartbeat_top")
-        if not isinstance(marks, list) or len(marks) != 4 or not all(isinstance(m, int) for m in [top, *marks]):
+        if not isinstance(marks, list) or len(marks) != 4 or not isinstance(top, int) or not all(
+                isinstance(m, int) for m in marks):
             return "not a model cache"
-        # What only grows: heartbeat rows, labels, checks and the feed's seq (the largest event rowid does not: a
-        # Markdown row removed from the top hands its rowid out again). A store restored from an older copy is behind.
-        current = store.feed_marks()
-        now = [store.heartbeat_top(current[0]), *current[1:]]
-        if any(m > c for m, c in zip([top, *marks[1:]], now, strict=True)):
-            return f"it is ahead of the store (heartbeat row, label, check, change: {[top, *marks[1:]]} > {now})"
-        if not store.feed_kept_after(marks[3]):
-            return "the store's change feed was pruned past its marks (the daemon ran on after writing it)"
+        with store.reading():  # one snapshot for every question asked of the store
+            refused = _store_refusal(store, header.get("store"), marks, top)
+        if refused is not None:
+            return refused
         summed = _Summed(f)
         feed = read_feed(summed, freeze=freeze)
         if f.readline(16) != b"%08x\n" % summed.crc:
@@ -179,6 +174,21 @@ def _read(path: Path, config: Config, store: Store, freeze: bool) -> LiveFeed | 
         return "the configuration the model reads has changed"
     feed.adopt(config)
     return feed
+
+
+def _store_refusal(store: Store, store_id: object, marks: list[int], top: int) -> str | None:
+    """Why ``store`` cannot catch a model up from these marks (None: it can)."""
+    if store_id != store.store_id():
+        return "written for another store"
+    # What only grows: heartbeat rows, labels, checks and the feed's seq (the largest event rowid does not: a
+    # Markdown row removed from the top hands its rowid out again). A store restored from an older copy is behind.
+    current = store.feed_marks()
+    now = [store.heartbeat_top(current[0]), *current[1:]]
+    if any(m > c for m, c in zip([top, *marks[1:]], now, strict=True)):
+        return f"it is ahead of the store (heartbeat row, label, check, change: {[top, *marks[1:]]} > {now})"
+    if not store.feed_kept_after(marks[3]):
+        return "the store's change feed was pruned past its marks (the daemon ran on after writing it)"
+    return None
 
 
 class _Writable(Protocol):

@@ -873,7 +873,7 @@ class LiveModel:
 
     def _rebuild(self, at: datetime) -> None:
         """Index every stored record afresh for ``at`` (first evaluation, or the clock went back)."""
-        events = list(self._stored_events())
+        events = self._stored_events()
         labels = [lb for lbs in self._labels.values() for lb in lbs] + [h[2] for h in self._hidden_labels]
         files = dict(self._files)
         checks = self._all_checks
@@ -900,13 +900,9 @@ class LiveModel:
         self._bulk = False
         self._advance(at)
 
-    def _stored_events(self) -> Iterator[_Record]:
-        yield from self._winner.values()
-        for rest in self._shadowed.values():
-            yield from rest
-        for e in itertools.chain((h[2] for h in self._hidden), self._loaded):
-            if id(e) not in self._removed:
-                yield e
+    def _stored_events(self) -> list[_Record]:
+        """The records still stored: :meth:`records` without the ones removed while hidden."""
+        return [e for e in self.records() if id(e) not in self._removed]
 
     # --- outcomes and windows
 
