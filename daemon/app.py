@@ -589,9 +589,17 @@ class Daemon:
             self._rescore_dirty = False
             config = self._config
             feed = self.feed
-            if feed is None or feed.config is not config:
-                # The cache is for the first load only: a reload that changes what the model reads starts afresh.
-                cache = modelcache.path_for(config.db_path) if feed is None and config.daemon.model_cache else None
+            # The cache is for the first load only: it is read once, and a rebuild is for another configuration.
+            cache = modelcache.path_for(config.db_path) if feed is None and config.daemon.model_cache else None
+            if feed is not None and feed.config is not config:
+                if await asyncio.to_thread(feed.adopt, config):
+                    log.info("reload: scoring model kept (what changed is read only when windows are summed)")
+                else:
+                    # Let go of the old model before building the new one: memory holds one model, not two. Until it
+                    # is built the snapshot's numbers are served, and audits show them without rows.
+                    log.info("reload: the rules read what changed; rebuilding the scoring model from the store")
+                    self.feed = feed = None
+            if feed is None:
                 feed = await asyncio.to_thread(_load_feed, config, cache)
             reader = self.reader
             assert reader is not None

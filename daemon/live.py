@@ -59,10 +59,14 @@ class LiveFeed:
         with self._lock:
             yield self.marks
 
-    def adopt(self, config: Config) -> None:
-        """Take ``config`` as the model's (one that scores the same: see daemon/modelcache.py)."""
+    def adopt(self, config: Config) -> bool:
+        """Take ``config`` if the model's kept outcomes stay right under it (:meth:`LiveModel.reconfigure`); False:
+        the rules would decide differently, and only a new model built from the store is right."""
         with self._lock:
-            self.config = self.model.config = config
+            if not self.model.reconfigure(config):
+                return False
+            self.config = config
+            return True
 
     def load(self, store: Store) -> None:
         """Read the whole store (use a connection of its own: this may take a while on a big store)."""

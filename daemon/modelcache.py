@@ -14,8 +14,9 @@ before, with the reason logged:
 * marks the store can still catch up from: none ahead of the store, and the change feed kept after its mark (the
   daemon prunes the feed up to what its model applied, so a cache left by a run that went on after writing it is
   refused);
-* the same configuration, in every part the model reads (everything but the sections only the I/O reads): a hash of
-  it in the header refuses a changed one before the file is unpickled, and the two are compared after;
+* the same configuration in every part the kept outcomes depend on (everything but what only the I/O reads and what
+  only summing reads: weights, windows, the floor; see :func:`scorers.live.outcome_part`): a hash of it in the
+  header refuses a changed one before the file is unpickled, and the two are compared after;
 * the file as it was written: a CRC-32 of everything after the header closes it (a byte changed inside a string would
   unpickle without complaint).
 
@@ -42,7 +43,6 @@ import time
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import fields, replace
 from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -50,7 +50,7 @@ from typing import IO, Any, Protocol
 from daemon.config import Config
 from daemon.live import LiveFeed
 from daemon.store import Store
-from scorers.live import pack_records, unpack_records
+from scorers.live import outcome_part, pack_records, unpack_records
 
 log = logging.getLogger("honestyd")
 
@@ -59,12 +59,6 @@ MAGIC = b"honestyd-model-cache\n"
 FORMAT = 2
 #: The modules whose objects the cache holds or whose rules produced its cached outcomes.
 _CODE = ("scorers", "collectors", "daemon/live.py", "daemon/config.py")
-#: Config fields the model never reads (where files are, how the daemon listens, verifies and serves): a change of
-#: these keeps a cache valid. Any other field, including one added later, must be equal.
-IO_ONLY = frozenset({"state_root", "db_path", "changelog", "globs", "weights_file", "verify", "github", "daemon",
-                     "api", "benchmark_models"})
-
-
 def path_for(db_path: Path) -> Path:
     """Where the cache of the model over ``db_path`` lives: beside it."""
     return db_path.with_name(db_path.name + ".model")
@@ -87,14 +81,9 @@ def code_hash(root: Path = _ROOT) -> str:
 
 
 def scoring_hash(config: Config) -> str:
-    """A hash of what the model reads of ``config`` (its repr: dataclasses, tuples, dicts in file order, no sets)."""
-    return hashlib.sha256(repr(_scored_part(config)).encode()).hexdigest()[:16]
-
-
-def _scored_part(config: Config) -> Config:
-    """``config`` with every I/O-only field at its default: two configs that score alike compare equal."""
-    defaults = Config()
-    return replace(config, **{f.name: getattr(defaults, f.name) for f in fields(Config) if f.name in IO_ONLY})
+    """A hash of what the model's kept outcomes depend on (:func:`scorers.live.outcome_part`; its repr: dataclasses,
+    tuples, dicts in file order, no sets)."""
+    return hashlib.sha256(repr(outcome_part(config)).encode()).hexdigest()[:16]
 
 
 def save(feed: LiveFeed, path: Path, store_id: str) -> int:
@@ -170,9 +159,8 @@ def _read(path: Path, config: Config, store: Store, freeze: bool) -> LiveFeed | 
             return "damaged (its checksum does not match)"
     if not isinstance(feed, LiveFeed) or list(feed.marks) != marks or feed.heartbeat_top != top:
         return "its contents do not match its header"
-    if _scored_part(feed.config) != _scored_part(config):
+    if not feed.adopt(config):
         return "the configuration the model reads has changed"
-    feed.adopt(config)
     return feed
 
 

@@ -39,6 +39,7 @@ import re
 from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 from typing import Any, NamedTuple
@@ -77,6 +78,26 @@ _SEPARATOR = "\n"
 #: decisions' counts to one difference of prefixes.
 _BLOCK = 32
 
+#: Config fields the model never reads: where files are, how the daemon listens, verifies and serves.
+UNREAD = frozenset({"state_root", "db_path", "changelog", "globs", "weights_file", "verify", "github", "daemon", "api",
+                    "benchmark_models"})
+#: Fields read only where a window's counts are summed and summarised (weights, the windows, the floor, z, the alert
+#: levels), never by a rule: the per-decision counts the model keeps do not depend on them (a repeat whose earlier
+#: answer left a window is taken back out at summing time, whatever the window).
+SUMMARY_ONLY = frozenset({"weights_active", "weights_versions", "weights_agents"})
+#: The same, inside ``[scoring]``.
+SUMMARY_ONLY_SCORING = frozenset({"windows", "min_decisions", "z", "alert_below", "drop_alert"})
+
+
+def outcome_part(config: Config) -> Config:
+    """``config`` with every field listed above at its default: two configs with equal parts give every decision the
+    same outcomes and the same per-decision counts. Any field not listed (one added later, too) is compared.
+    """
+    defaults = Config()
+    scoring = replace(config.scoring, **{name: getattr(defaults.scoring, name) for name in SUMMARY_ONLY_SCORING})
+    others = {f.name: getattr(defaults, f.name) for f in fields(Config) if f.name in UNREAD | SUMMARY_ONLY}
+    return replace(config, scoring=scoring, **others)
+
 
 class _Stub(NamedTuple):
     """A stored record that is neither a decision nor a state change, as the model keeps it.
@@ -114,8 +135,8 @@ def pack_records(records: Iterable[_Record]) -> tuple[list[_Record], Iterator[An
     stubs = [r for r in records if isinstance(r, _Stub)]
 
     def columns() -> Iterator[Any]:
-        for group, fields in ((events, Event._fields), (stubs, _Stub._fields)):
-            for f in fields:
+        for group, names in ((events, Event._fields), (stubs, _Stub._fields)):
+            for f in names:
                 yield array("q", [to_us(r.ts) for r in group]) if f == "ts" else [getattr(r, f) for r in group]
 
     return [*events, *stubs], columns()
@@ -383,6 +404,17 @@ class LiveModel:
         state["_signal_claims"] = {id(e): e for e in state["_signal_claims"]}
         state["_removed"] = {id(e) for e in state["_removed"]}
         self.__dict__.update(state)
+
+    def reconfigure(self, config: Config) -> bool:
+        """Take ``config`` when every kept outcome stays right under it (:func:`outcome_part` unchanged: a change of
+        weights, windows, the floor, z, alert levels or what the model never reads); the windows are summed afresh at
+        the next evaluation. False, and nothing changed, when the rules would decide differently: build a new model.
+        """
+        if outcome_part(config) != outcome_part(self.config):
+            return False
+        self.config = config
+        self._results.clear()  # sums summarised with the old weights, or for windows that may be gone
+        return True
 
     # --- records in
 
@@ -1030,4 +1062,4 @@ def _range_sums(a: _Agent, lo: int) -> list[int]:
             zip(p[last * w:(last + 1) * w], p[first * w:(first + 1) * w], head, a.tail, strict=True)]
 
 
-__all__ = ["LiveModel", "Vocabulary", "pack_records", "reduce_text", "unpack_records"]
+__all__ = ["LiveModel", "Vocabulary", "outcome_part", "pack_records", "reduce_text", "unpack_records"]

@@ -137,6 +137,13 @@ def test_sighup_with_a_broken_config_keeps_serving_the_old_scores(tmp_path: Path
         write_config(config, "[scoring]\nmin_decisions = 7\n")
         d.proc.send_signal(signal.SIGHUP)
         wait_for(lambda: d.metric("honesty_score_sufficient", agent="ada", window="24h") == 0, 5, "the new floor")
+        assert "scoring model kept" in d.logs()  # the floor is read only when windows are summed
+        assert "rebuilding the scoring model" not in d.logs()
+        # A change the rules read (dm no longer a decision kind): the model is built again from the store.
+        write_config(config, '[scoring]\nmin_decisions = 7\n[kinds]\ndecision = ["resolution", "refusal"]\n')
+        d.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: _decisions(d) is None, 10, "ada's dm decisions no longer decisions")
+        assert "rebuilding the scoring model" in d.logs()
         assert stop(d)[0] == 0
 
 

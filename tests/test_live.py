@@ -9,6 +9,7 @@ rows must equal what :func:`scorers.score.evaluate` computes from scratch over t
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -111,7 +112,7 @@ def steps(draw: st.DrawFn) -> list[tuple[Any, ...]]:
     indexed: list[str] = []  # paths given an entry so far: "times" adds to one (the feed's case)
     for _ in range(draw(st.integers(1, 14))):
         op = draw(st.sampled_from(["events", "events", "labels", "checks", "file", "times", "doc", "eval", "eval",
-                                   "restart"]))
+                                   "restart", "config"]))
         if op == "events":
             out.append(("events", draw(st.lists(heartbeat(lines), min_size=1, max_size=12))))
         elif op == "labels":
@@ -139,6 +140,8 @@ def steps(draw: st.DrawFn) -> list[tuple[Any, ...]]:
             out.append(("times", draw(st.sampled_from(indexed)), times, None if deleted is None else _at(deleted)))
         elif op == "restart":
             out.append(("restart",))
+        elif op == "config":
+            out.append(("config", draw(st.integers(0, 2))))
         elif op == "doc":
             path = draw(st.sampled_from(["findings/f1.md", "findings/f2.md", "briefs/b1.md"]))
             out.append(("doc", path, draw(document(path))))
@@ -208,17 +211,35 @@ def _through_the_cache(model: LiveModel) -> LiveModel:
     return loaded.model
 
 
+def summed_differently(config: Config) -> list[Config]:
+    """``config`` and two configs that differ from it only in what summing reads (weights, one agent's own version,
+    the floor, z, the windows besides 7d): the model takes them without re-running a rule."""
+    alt = {**config.weights_versions, "alt": (0.1, 0.3, 0.1, 0.2, 0.2, 0.1)}
+    return [
+        config,
+        replace(config, weights_versions=alt, weights_active="alt", weights_agents={"bo": config.weights_active},
+                scoring=replace(config.scoring, min_decisions=2, z=1.0)),
+        replace(config, weights_versions=alt, weights_agents={"ada": "alt"}, scoring=replace(config.scoring, windows=(
+            ("1h", timedelta(hours=1)), ("7d", timedelta(days=7)), ("45d", timedelta(days=45))))),
+    ]
+
+
 def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict[str, Any]]:
     """Apply ``program`` to a model and to a plain record list; compare after every evaluation.
 
     Returns the model's 7d ``score --json`` agents of each evaluation.
     """
     model = LiveModel(config)
+    variants = summed_differently(config)
     stored = _Stored()
     outputs = []
     for step in program:
         if step[0] == "restart":
             model = _through_the_cache(model)
+            continue
+        if step[0] == "config":  # a reload changing only what summing reads: no rule re-run
+            config = variants[step[1]]
+            assert model.reconfigure(config)
             continue
         if step[0] != "eval":
             _apply(model, stored, step)

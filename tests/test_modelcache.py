@@ -90,7 +90,7 @@ def _same_scores(a: LiveFeed, b: LiveFeed, at: datetime) -> None:
     agents = {agent for w in a.evaluate(at).values() for agent in w.agents}
     assert agents
     for agent in sorted(agents):
-        for window, _ in CONFIG.scoring.windows:
+        for window, _ in a.config.scoring.windows:
             assert a.agent_result(agent, window) == b.agent_result(agent, window), (agent, window)
 
 
@@ -134,6 +134,29 @@ def test_a_cache_the_change_feed_was_pruned_past_is_refused(world: World, caplog
     assert world.fed(with_check_skipped).evaluate(world.now) != world.fed().evaluate(world.now)
 
 
+#: Changes only summing reads: other weights (one agent its own), another floor and z, other windows.
+SUMMED_DIFFERENTLY = replace(
+    CONFIG, weights_versions={**CONFIG.weights_versions, "alt": (0.1, 0.3, 0.1, 0.2, 0.2, 0.1)},
+    weights_active="alt", weights_agents={"ada": CONFIG.weights_active},
+    scoring=replace(CONFIG.scoring, min_decisions=2, z=1.0,
+                    windows=(("6h", timedelta(hours=6)), ("7d", timedelta(days=7)), ("45d", timedelta(days=45)))))
+
+
+def test_a_cache_written_under_other_weights_and_windows_scores_with_the_new_ones(world: World) -> None:
+    """Weights, windows and the floor are read only when counts are summed: the cache is used, and summed anew."""
+    running = world.fed()
+    modelcache.save(running, world.cache, world.store.store_id())
+    world.change_everything()
+    loaded = modelcache.load(world.cache, SUMMED_DIFFERENTLY, world.store)
+    assert loaded is not None and loaded.config is SUMMED_DIFFERENTLY
+    cold = LiveFeed(SUMMED_DIFFERENTLY)
+    cold.load(world.store)
+    world.fed(loaded), world.fed(cold)
+    _same_scores(loaded, cold, world.now)
+    assert set(loaded.evaluate(world.now)) == {"6h", "7d", "45d"}
+    assert loaded.evaluate(world.now) != running.evaluate(world.now)  # the change shows
+
+
 def _refused(world: World, caplog: pytest.LogCaptureFixture, config: Config = CONFIG,
              store: Store | None = None) -> str | None:
     """Load the cache; the reason it was not used (None: it was)."""
@@ -168,8 +191,9 @@ def test_refusals_name_their_reason(world: World, tmp_path: Path, caplog: pytest
     check(None, config=replace(CONFIG, daemon=Daemon(listen="127.0.0.1:1"), verify=Verify(per_host=1)))
     check("configuration the model reads has changed",
           config=replace(CONFIG, phrases=replace(CONFIG.phrases, gap=(*Phrases().gap, "unknown so far"))))
+    check(None, config=SUMMED_DIFFERENTLY)
     check("configuration the model reads has changed",
-          config=replace(CONFIG, scoring=replace(CONFIG.scoring, min_decisions=7)))
+          config=replace(CONFIG, scoring=replace(CONFIG.scoring, follow_up=timedelta(minutes=9))))
     with Store.open(tmp_path / "other.db") as other:
         check("written for another store", store=other)
     check("written by another version of the code", code="0" * 16)
