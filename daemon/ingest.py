@@ -123,6 +123,7 @@ class Ingester:
         self.committed = IngestStats()
         self._staged = IngestStats()  # counted since the last COMMIT: committed by the next, or rolled back
         store.on_commit = self._on_commit
+        store.on_rollback = self._on_rollback
         self._confinement: Confinement | None = None  # the directories resolved in this ingest_paths
 
     def source_of(self, rel: str) -> str | None:
@@ -188,7 +189,7 @@ class Ingester:
             self.store.grouped = False
             if self.store.conn.in_transaction:
                 self.store.conn.rollback()
-                self._staged = IngestStats()  # rolled back: never to be counted
+                self._on_rollback()
         return total
 
     def _new_pass(self) -> None:
@@ -197,6 +198,9 @@ class Ingester:
     def _on_commit(self) -> None:
         self.committed.merge(self._staged)
         self._staged = IngestStats()
+
+    def _on_rollback(self) -> None:
+        self._staged = IngestStats()  # rolled back: never to be counted, whoever commits next
 
     def _count(self, stats: IngestStats, source: str, n: int) -> None:
         """``n`` records of ``source`` written in the open transaction."""

@@ -299,6 +299,8 @@ class Store:
         self.gate = gate
         #: Called after every COMMIT that went through (the ingester learns what is now durable).
         self.on_commit: Callable[[], None] | None = None
+        #: Called when a transaction atomic() began is rolled back (what it staged will never be durable).
+        self.on_rollback: Callable[[], None] | None = None
         #: True while the open transaction is all or nothing by its owner's rule (an ingest group, which any error
         #: rolls back whole): atomic() blocks inside it need no savepoints, which cost two statements each.
         self.grouped = False
@@ -350,6 +352,8 @@ class Store:
             # SQLite may already have rolled back (SQLITE_FULL does); a failed COMMIT leaves it open.
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
+            if self.on_rollback is not None:
+                self.on_rollback()
             raise
 
     def commit(self) -> None:

@@ -410,6 +410,30 @@ def test_a_pass_the_full_store_stops_part_way_still_counts_what_it_committed(
     asyncio.run(scenario())
 
 
+def test_records_counted_in_a_transaction_the_full_store_rolled_back_are_never_counted(tmp_path: Path) -> None:
+    """A batch's records are counted once inserted; a later statement of the same transaction (its rejects, here)
+    can still find the store full and roll it all back. Those counts must die with the rollback, not ride on the
+    next commit anyone makes on the store (the history and checks writers commit on the same connection)."""
+    root = tmp_path / "state"
+    (root / "heartbeats").mkdir(parents=True)
+    good = _lines("a", 0, 1)
+    bad = "".join(f'{{"id": "bad-{i}", "ts": "yesterday", "text": "{"x" * 300}"}}\n' for i in range(300))
+    (root / "heartbeats" / "a.jsonl").write_text(good + bad)
+    with Store.open(tmp_path / "honestyd.db") as store:
+        ingester = ingest_module.Ingester(store, root, _config(root, tmp_path / "honestyd.db"))
+        pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
+        store.conn.execute(f"PRAGMA max_page_count = {pages}")  # the one event fits its table's page; 300 rejects not
+        with pytest.raises(sqlite3.OperationalError, match="full"):
+            ingester.scan()
+        assert store.conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0
+        assert ingester.committed.records["heartbeats"] == 0
+        store.conn.execute("PRAGMA max_page_count = 1073741823")
+        with store.atomic():  # someone else's commit on the same store
+            store.add_file_change("heartbeats/a.jsonl", datetime.now(UTC))
+        assert ingester.committed.records["heartbeats"] == 0, "counted, though rolled back"
+        assert ingester.committed.rejects.total() == 0
+
+
 def test_a_store_full_at_start_up_still_serves_then_catches_up(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
