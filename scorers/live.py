@@ -100,11 +100,12 @@ def outcome_part(config: Config) -> Config:
 
 
 class _Stub(NamedTuple):
-    """A stored record that is neither a decision nor a state change, as the model keeps it.
+    """A stored heartbeat record that is not a decision, as the model keeps it.
 
-    No rule reads such a record; the model needs only its id (a later record with that id is dropped, spec 1.1),
-    its read order (which of two records with one id comes first) and its time (a rebuild for an earlier T hides it
-    again). A whole Event has 15 fields; many logs are mostly such records (progress notes, tool output).
+    No rule reads such a record but through its time when it is a state change (its kind says so); the model needs
+    only its id (a later record with that id is dropped, spec 1.1), its read order (which of two records with one id
+    comes first), its time (a rebuild for an earlier T hides it again) and its kind. A whole Event has 15 fields;
+    many logs are mostly such records (progress notes, tool output, commits, finished runs).
     """
 
     id: str
@@ -623,10 +624,10 @@ class LiveModel:
     # --- arrival and departure of events
 
     def _slim(self, e: Event) -> _Record:
-        """``e`` with its text reduced to the phrases it matches and its repeated values shared; a stub when no rule
-        reads it (see :class:`_Stub`)."""
+        """``e`` with its text reduced to the phrases it matches and its repeated values shared; a stub when it is not
+        a decision (see :class:`_Stub`: a state change is read only through its time)."""
         share = self._shared.setdefault
-        if e.line is not None and e.kind not in self._decision_kinds and e.kind not in self._state_kinds:
+        if e.line is not None and e.kind not in self._decision_kinds:
             return _Stub(e.id, e.ts, share(e.kind, e.kind), share(e.path, e.path), share(e.line, e.line),
                          e.generation)
         text = e.text if self._vocabulary is None else reduce_text(e.text, self._vocabulary)
@@ -712,14 +713,12 @@ class LiveModel:
 
     def _index(self, e: _Record) -> None:
         """Add a visible winner to the indexes the rules read, and mark what it can change."""
-        if isinstance(e, _Stub):
-            return  # neither a decision nor a state change: in no index
         if e.kind in self._state_kinds:
             bisect.insort(self._state_times, e.ts)
             if not self._bulk:
                 self._touch_prompted_after(e.ts)
-        if not self._is_decision(e):
-            return
+        if isinstance(e, _Stub) or not self._is_decision(e):
+            return  # not a decision: in no other index
         a = self._agents.get(e.agent)
         if a is None:
             a = self._agents[e.agent] = _Agent()
@@ -748,12 +747,10 @@ class LiveModel:
             self._touch_neighbours(e, a)
 
     def _unindex(self, e: _Record) -> None:
-        if isinstance(e, _Stub):
-            return
         if e.kind in self._state_kinds:
             del self._state_times[bisect.bisect_left(self._state_times, e.ts)]
             self._touch_prompted_after(e.ts)
-        if not self._is_decision(e):
+        if isinstance(e, _Stub) or not self._is_decision(e):
             return
         a = self._agents[e.agent]
         i = a.index(e)
