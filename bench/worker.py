@@ -80,12 +80,31 @@ def task_rescore(args: Args) -> Args:
         out.update(load=t1 - t0, eval=t2 - t1, full=t2 - t0, warm=t3 - t2, warm_summed=feed.model.summed,
                    decisions=evaluated, agents=max((len(w.agents) for w in windows.values()), default=0),
                    events=store.feed_marks()[0])
+        out.update(_reload_new_weights(feed, config, later))
         if one is not None:  # a copy of the store: writable, so it has the store id the cache is keyed by
             out.update(_restart(store, Path(args["db"]), config, later, feed))
             out.update(_one_event(store, one, config, later, feed, args))
     finally:
         store.close()
     return out
+
+
+def _reload_new_weights(feed: Any, config: Any, at: Any) -> Args:
+    """A reload that changes only what summing reads (another weights version and floor): the daemon keeps the model
+    (LiveFeed.adopt) and sums every window again. Timed from adopt to the evaluation's end; then back to ``config``."""
+    from dataclasses import replace
+
+    other = replace(config, weights_versions={**config.weights_versions, "bench": (0.1, 0.3, 0.1, 0.2, 0.2, 0.1)},
+                    weights_active="bench", scoring=replace(config.scoring, min_decisions=7))
+    t0 = time.perf_counter()
+    if not feed.adopt(other):
+        raise RuntimeError("a weights-only change was refused by the model")
+    feed.evaluate(at)
+    t1 = time.perf_counter()
+    summed = feed.model.summed
+    feed.adopt(config)
+    feed.evaluate(at)
+    return {"reload": t1 - t0, "reload_summed": summed}
 
 
 def _restart(store: Any, db: Path, config: Any, at: Any, feed: Any) -> Args:

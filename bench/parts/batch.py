@@ -330,13 +330,17 @@ class Batch:
             "restart_s": median([s["restart"] for s in rs]), "restart_load_s": median([s["restart_load"] for s in rs]),
             "cache_save_s": median([s["cache_save"] for s in rs]), "cache_mb": rs[-1]["cache_bytes"] / 1e6,
             "restart_same": all(s["restart_same"] == 1.0 for s in rs),
+            "reload_weights_s": median([s["reload"] for s in rs]), "reload_weights_sums": rs[-1]["reload_summed"],
         }
         result.targets = [
             Target("full rescore, model loaded (every agent × window, T + 1 h)", warm, "s", "<=", 3.0,
                    note=f"{result.figures['warm_sums']} (agent, window) sums recomputed"),
             Target("cold start: load the model + evaluate every decision", full, "s", "<=", 3.0,
                    note=f"load {result.figures['load_s']:.2f} s + evaluate {result.figures['eval_s']:.2f} s; "
-                        "paid once per start or config reload, while the previous snapshot is served"),
+                        "paid at a start without a usable model cache, or a reload changing what the rules read, "
+                        "while the previous snapshot is served; a reload changing only weights and the floor keeps "
+                        f"the model: {result.figures['reload_weights_s'] * 1e3:.0f} ms "
+                        f"({result.figures['reload_weights_sums']} sums)"),
             Target("start from the model cache (read + catch up + evaluate)", result.figures["restart_s"], "s", "<=",
                    3.0, subject=result.figures["restart_s"], baseline=full, baseline_name="cold start (s)",
                    note=f"the model a clean stop wrote ({result.figures['cache_mb']:.0f} MB in "
