@@ -69,7 +69,7 @@ def task_rescore(args: Args) -> Args:
         feed = LiveFeed(config)
         with _maybe_profile(args, "full"):
             t0 = time.perf_counter()
-            feed.load(store)
+            feed.load(store, at)  # as the daemon does: what it would let go at ``at`` stays in the store
             t1 = time.perf_counter()
             windows = feed.evaluate(at)
             t2 = time.perf_counter()

@@ -54,6 +54,7 @@ from daemon.notify import Notifier
 from daemon.snapshot import Counters, Snapshot
 from daemon.store import Gate, Store
 from scorers.history import DayCounts
+from scorers.live import HistoryEvicted
 from scorers.score import AgentResult
 
 log = logging.getLogger("honestyd")
@@ -597,16 +598,23 @@ class Daemon:
                 else:
                     # Let go of the old model before building the new one: memory holds one model, not two. Until it
                     # is built the snapshot's numbers are served, and audits show them without rows.
-                    log.info("reload: the rules read what changed; rebuilding the scoring model from the store")
+                    log.info("reload: the rules read what changed (or a window grew past what the model let go);"
+                             " rebuilding the scoring model from the store")
                     self.feed = feed = None
             if feed is None:
-                feed = await asyncio.to_thread(_load_feed, config, cache)
+                feed = await asyncio.to_thread(_load_feed, config, cache, self.clock())
             reader = self.reader
             assert reader is not None
             evals = await asyncio.to_thread(_sync_feed, feed, reader)
             self.feed = feed
             at = self.clock()
-            windows = await asyncio.to_thread(feed.evaluate, at)
+            try:
+                windows = await asyncio.to_thread(feed.evaluate, at)
+            except HistoryEvicted as exc:
+                log.warning("the clock stepped back past what the scoring model keeps (%s); rebuilding it", exc)
+                self.feed = None
+                self._rescore_dirty = True
+                continue
             snap = Snapshot(at=at, config=config, windows=windows, counters=self._counters(), evals=evals)
             self._snapshot = snap
             if self._history_due(snap):
@@ -819,15 +827,16 @@ def _sync_feed(feed: LiveFeed, reader: Store) -> tuple[EvalReport, ...]:
     return tuple(reader.evals())
 
 
-def _load_feed(config: Config, cache: Path | None = None) -> LiveFeed:
-    """A model of the whole store, read on a connection of its own (ingest goes on meanwhile): from the model cache
-    at ``cache`` when there is a usable one (the sync that follows applies what was committed since), else built.
+def _load_feed(config: Config, cache: Path | None = None, at: datetime | None = None) -> LiveFeed:
+    """A model of the store, read on a connection of its own (ingest goes on meanwhile): from the model cache at
+    ``cache`` when there is a usable one (the sync that follows applies what was committed since), else built (the
+    records it would let go at its first evaluation, ``at`` or later, are left in the store: see LiveFeed.load).
     """
     with Store.open(config.db_path, readonly=True) as reader:
         feed = None if cache is None else modelcache.load(cache, config, reader, freeze=True)
         if feed is None:
             feed = LiveFeed(config)
-            feed.load(reader)
+            feed.load(reader, at)
     # The model is millions of long-lived objects: a full collection walking them all paused the loop's worker
     # threads for most of a second. Frozen, the collector leaves them alone; new objects are collected as usual.
     gc.collect()

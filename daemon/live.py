@@ -9,13 +9,15 @@ exactly once however the reads interleave with the writer.
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from collectors.rfc3339 import from_us
+from collectors.records import Event, Label
+from collectors.rfc3339 import from_us, to_us
 from daemon.config import Config
 from daemon.store import Store
 from scorers.live import LiveModel
@@ -29,7 +31,7 @@ class LiveFeed:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.model = LiveModel(config)
+        self.model = LiveModel(config, evict=True)
         self.marks: Marks = (0, 0, 0, 0)
         self.at: datetime | None = None
         #: Records applied by the last :meth:`sync` (events, labels, checks, documents and files touched).
@@ -68,11 +70,23 @@ class LiveFeed:
             self.config = config
             return True
 
-    def load(self, store: Store) -> None:
-        """Read the whole store (use a connection of its own: this may take a while on a big store)."""
+    def load(self, store: Store, at: datetime | None = None) -> None:
+        """Read the store (use a connection of its own: this may take a while on a big store). ``at``: the time the
+        model will first be evaluated at, or later; the records the model would let go then (see
+        :meth:`LiveModel.let_go`) stay in the store, only their ids are read."""
         with self._lock, store.reading():
             marks = store.feed_marks()
-            self.model.add_events(e for _, e in store.iter_events("e.rowid <= ?", (marks[0],)))
+            where, params = "e.rowid <= ?", [marks[0]]
+            if at is not None:
+                horizon = self.model.horizon_at(at)
+                old = store.ids_only_before(horizon, marks[0])
+                self.model.let_go(horizon, old)
+                # An id goes with all its records: an old record whose id is also on a newer one is read.
+                where += " AND (e.ts_us > ? OR e.id IN (SELECT id FROM events WHERE ts_us > ?))"
+                params += [to_us(horizon), to_us(horizon)]
+            # With a lookup, should an id read share its 64-bit hash with one let go.
+            lookup = functools.partial(_stored_under, store)
+            self.model.add_events((e for _, e in store.iter_events(where, params)), lookup)
             self._heartbeat_top = store.heartbeat_top(marks[0])
             self.model.add_labels(label for rowid, label in store.labels_since(0) if rowid <= marks[1])
             self.model.add_checks(c for c in store.checks_since(0) if c.seq <= marks[2])
@@ -100,10 +114,11 @@ class LiveFeed:
             heartbeats = [e for _, e in rows if e.line is not None]
             self._heartbeat_top = max([self._heartbeat_top, *(rowid for rowid, e in rows if e.line is not None)])
             documents |= {e.path for _, e in rows if e.line is None}
-            self.model.add_events(heartbeats)
+            lookup = functools.partial(_stored_under, store)
+            self.model.add_events(heartbeats, lookup)
             for path in sorted(documents):
                 decisions = [e for _, e in store.iter_events("e.path = ? AND e.line = 0", (path,))]
-                self.model.replace_document(path, decisions)
+                self.model.replace_document(path, decisions, lookup)
             new_labels = [label for rowid, label in store.labels_since(labels) if rowid <= new[1]]
             self.model.add_labels(new_labels)
             new_checks = [c for c in store.checks_since(checks) if c.seq <= new[2]]
@@ -142,3 +157,9 @@ class LiveFeed:
                 return None
             found = self.model.agent_result(agent, window)
             return None if found is None else (self.at, found)
+
+
+def _stored_under(store: Store, ids: Collection[str]) -> tuple[list[Event], list[Label]]:
+    """Every stored event with one of ``ids`` and every label on one of them (the model recalls records it let go:
+    :meth:`LiveModel.add_events`); asked inside the sync's read transaction, so it sees what the sync reads."""
+    return store.events_with_ids(ids), store.labels_on(ids)

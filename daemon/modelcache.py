@@ -160,7 +160,7 @@ def _read(path: Path, config: Config, store: Store, freeze: bool) -> LiveFeed | 
     if not isinstance(feed, LiveFeed) or list(feed.marks) != marks or feed.heartbeat_top != top:
         return "its contents do not match its header"
     if not feed.adopt(config):
-        return "the configuration the model reads has changed"
+        return "the configuration the model reads has changed, or a longer window reaches records it let go"
     return feed
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -251,6 +251,17 @@ MIGRATIONS: Sequence[tuple[str, Migration]] = (
 _EVENT_COLUMNS = (
     "path, generation, line, id, ts_us, agent, kind, thread, text, prompt, reason, alternatives, subject, corrects"
 )
+
+
+def _chunks(values: Collection[str], size: int = 500) -> Iterator[list[str]]:
+    """``values`` in lists of at most ``size`` (SQLite limits the parameters of one statement)."""
+    items = sorted(values)
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def _marks(chunk: Sequence[object]) -> str:
+    return ",".join("?" * len(chunk))
 
 
 def _event(r: tuple[Any, ...], cites: list[Citation]) -> Event:
@@ -661,6 +672,29 @@ class Store:
             for r in self.conn.execute(
                 "SELECT rowid, path, generation, line, ts_us, decision, value, reviewer FROM labels WHERE rowid > ?"
                 " ORDER BY rowid", (rowid,)
+            )
+        ]
+
+    def ids_only_before(self, horizon: datetime, upto: int) -> Iterator[str]:
+        """The ids all of whose events (rowid ≤ ``upto``) are dated up to ``horizon``: streamed, not held."""
+        cut = to_us(horizon)
+        for (rid,) in self.conn.execute(
+                "SELECT DISTINCT id FROM events WHERE rowid <= ? AND ts_us <= ?"
+                " AND id NOT IN (SELECT id FROM events WHERE ts_us > ?)", (upto, cut, cut)):
+            yield rid
+
+    def events_with_ids(self, ids: Collection[str]) -> list[Event]:
+        """Every stored event carrying one of ``ids``, in rowid order per batch of 500 ids (index events_id)."""
+        return [e for chunk in _chunks(ids) for _, e in self.iter_events(f"e.id IN ({_marks(chunk)})", chunk)]
+
+    def labels_on(self, decisions: Collection[str]) -> list[Label]:
+        """The labels on these decisions (rare: the daemon's model asks when it recalls records; a scan, no index)."""
+        return [
+            Label(from_us(r[3]), r[4], r[5], r[6], r[0], r[2], r[1])
+            for chunk in _chunks(decisions)
+            for r in self.conn.execute(
+                "SELECT path, generation, line, ts_us, decision, value, reviewer FROM labels"
+                f" WHERE decision IN ({_marks(chunk)}) ORDER BY rowid", chunk
             )
         ]
 

@@ -27,18 +27,22 @@ What can change a cached outcome, and what the model does about it:
 Memory: only what the rules read is kept. Text is reduced to the configured phrases it matches
 (:func:`reduce_text`, which provably keeps every phrase match), repeated strings are shared, and the
 audit rows are built on request (:meth:`LiveModel.agent_result`) instead of being held for every
-agent and window.
+agent and window. With ``evict`` (the daemon's model), records a day behind the longest window are let
+go (:meth:`LiveModel._evict`): memory follows the window, not the history. Their ids stay as 8-byte
+hashes; a record arriving with one of them has the store's records of that id recalled (spec 1.1).
+A clock that steps back past what was let go raises :class:`HistoryEvicted`: build anew from the store.
 """
 
 from __future__ import annotations
 
 import bisect
+import hashlib
 import heapq
 import itertools
 import re
 from array import array
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
@@ -97,6 +101,58 @@ def outcome_part(config: Config) -> Config:
     scoring = replace(config.scoring, **{name: getattr(defaults.scoring, name) for name in SUMMARY_ONLY_SCORING})
     others = {f.name: getattr(defaults, f.name) for f in fields(Config) if f.name in UNREAD | SUMMARY_ONLY}
     return replace(config, scoring=scoring, **others)
+
+
+#: How far behind the longest window the model keeps records (see :meth:`LiveModel._evict`): the clock may step back
+#: this far without a reload from the store.
+EVICT_SLACK = timedelta(days=1)
+#: Records are let go in steps of this much time (each step walks the held records once).
+EVICT_EVERY = timedelta(hours=1)
+
+#: What the store holds under some ids: every event with one of them, every label on one of them.
+Lookup = Callable[[Collection[str]], tuple[list[Event], list[Label]]]
+
+
+class HistoryEvicted(Exception):
+    """Raised by :meth:`LiveModel.evaluate` for a time whose windows reach records the model has let go (the clock
+    stepped back further than :data:`EVICT_SLACK`): build the model again from the store."""
+
+
+def id_hash(record_id: str) -> int:
+    """A stable 64-bit hash of a record id (Python's own ``hash`` of a string changes from process to process)."""
+    return int.from_bytes(hashlib.blake2b(record_id.encode(), digest_size=8).digest(), "big", signed=True)
+
+
+class _IdHashes:
+    """The ids of the records the model let go, as 64-bit hashes: 8 bytes an id, in sorted machine-integer arrays
+    bucketed by the top 12 bits (an insert moves a few kilobytes, a lookup bisects one small array). A hash found
+    here may belong to another id; the caller asks the store, which holds every record, what it really is.
+    """
+
+    __slots__ = ("buckets", "count")
+
+    def __init__(self) -> None:
+        self.buckets: dict[int, array[int]] = {}
+        self.count = 0
+
+    def add(self, h: int) -> None:
+        """Note one hash (once)."""
+        bucket = self.buckets.get(h >> 52)
+        if bucket is None:
+            bucket = self.buckets[h >> 52] = array("q")
+        i = bisect.bisect_left(bucket, h)
+        if i == len(bucket) or bucket[i] != h:
+            bucket.insert(i, h)
+            self.count += 1
+
+    def __contains__(self, h: object) -> bool:
+        if not isinstance(h, int):
+            return False
+        bucket = self.buckets.get(h >> 52)
+        if bucket is None:
+            return False
+        i = bisect.bisect_left(bucket, h)
+        return i < len(bucket) and bucket[i] == h
 
 
 class _Stub(NamedTuple):
@@ -321,9 +377,15 @@ class _Agent:
 class LiveModel:
     """Records in, per-window results out, re-evaluating only what changed. Not thread-safe: one owner."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, evict: bool = False) -> None:
         self.config = config
         self.at = _DAWN
+        #: Let go of the records behind every window (:meth:`_evict`); then records must come with a lookup.
+        self.evicts = evict
+        #: Every record with a time up to this may have been let go; their ids are in _evicted.
+        self.evicted_to = _DAWN
+        self._evicted = _IdHashes()
+        self._readmitting = False
         self.latest_checks: dict[tuple[str, str], CheckResult] = {}
         self._decision_kinds = frozenset(config.decision_kinds)
         self._state_kinds = frozenset(config.state_change_kinds)
@@ -413,29 +475,70 @@ class LiveModel:
         """
         if outcome_part(config) != outcome_part(self.config):
             return False
+        if self.evicted_to > _DAWN and self.at - config.scoring.longest_window < self.evicted_to:
+            return False  # a longer window reaches records already let go
         self.config = config
         self._results.clear()  # sums summarised with the old weights, or for windows that may be gone
         return True
 
+    def let_go(self, horizon: datetime, ids: Iterable[str]) -> None:
+        """Before anything is added: the records dated up to ``horizon`` under ``ids`` are not coming (the caller
+        left them in the store, every record of those ids), as if :meth:`_evict` had let them go. A start on a store
+        with a long history then never holds it all at once."""
+        if not self._fresh or self.records():
+            raise ValueError("let_go() is for a model nothing was added to yet")
+        for rid in ids:
+            self._evicted.add(id_hash(rid))
+        self.evicted_to = horizon
+
     # --- records in
 
-    def add_events(self, events: Iterable[Event]) -> None:
-        """Heartbeat events and Markdown decisions, in any order; an already stored (path, line) is ignored."""
+    def add_events(self, events: Iterable[Event], lookup: Lookup | None = None) -> None:
+        """Heartbeat events and Markdown decisions, in any order; an already stored (path, line) is ignored.
+
+        ``lookup`` reads the store (committed, these records included): needed once the model has let records go,
+        for a record whose id was among theirs (spec 1.1 makes the first in read order the winner, however old).
+        """
+        watch = bool(self._evicted.count) and not self._readmitting
+        arrived: list[_Record] = []
+        recalled: set[str] = set()
         for event in events:
             e = self._slim(event)
+            if watch:
+                arrived.append(e)
+                if e.id not in self._winner and id_hash(e.id) in self._evicted:
+                    recalled.add(e.id)
             if isinstance(e, Event) and e.line is None:
                 self._documents.setdefault(e.path, []).append(e)
             self._arrive(e)
+        if recalled:
+            self._recall(recalled, {e.order for e in arrived if e.id in recalled}, lookup)
 
-    def replace_document(self, path: str, events: Iterable[Event]) -> None:
+    def _recall(self, ids: set[str], arrived: set[Order], lookup: Lookup | None) -> None:
+        """Take back every record the model let go under ``ids``, and their labels: the store holds them (and the
+        records of those ids that just ``arrived``, which it returns as well and are not taken twice)."""
+        if lookup is None:
+            raise ValueError("records whose ids the model let go arrived without a lookup into the store")
+        events, labels = lookup(ids)
+        self._readmitting = True
+        try:
+            self.add_events(e for e in events if e.ts <= self.evicted_to and e.order not in arrived)
+        finally:
+            self._readmitting = False
+        self.add_labels(labels)
+
+    def replace_document(self, path: str, events: Iterable[Event], lookup: Lookup | None = None) -> None:
         """A brief or finding changed or vanished: its decisions are now ``events`` (none when deleted)."""
         for old in self._documents.pop(path, []):
             self._depart(old)
-        self.add_events(events)
+        self.add_events(events, lookup)
 
     def add_labels(self, labels: Iterable[Label]) -> None:
-        """Reviewer labels, in any order."""
+        """Reviewer labels, in any order. A label on a decision the model let go is left to the store (it comes
+        back with its decision, should that be recalled)."""
         for label in map(self._slim_label, labels):
+            if self._evicted_decision(label.decision):
+                continue
             if self._fresh or label.ts > self.at:
                 heapq.heappush(self._hidden_labels, (label.ts, next(self._seq), label))
             else:
@@ -500,10 +603,13 @@ class LiveModel:
 
     def evaluate(self, at: datetime) -> dict[str, WindowResult]:
         """Every configured window at ``at``: the same results as :func:`scorers.score.evaluate`, without rows."""
+        horizon = self._horizon(at)
         if self._fresh or at < self.at:
-            self._rebuild(at)
+            self._rebuild(at, horizon)
         else:
             self._advance(at)
+            if horizon is not None:
+                self._evict(horizon)
         self.summed = 0
         all_dirty, self._all_dirty = self._all_dirty, False
         dirty, self._dirty = self._dirty, {}
@@ -746,10 +852,13 @@ class LiveModel:
             self._dirty[id(e)] = e
             self._touch_neighbours(e, a)
 
-    def _unindex(self, e: _Record) -> None:
+    def _unindex(self, e: _Record, *, touch: bool = True) -> None:
+        """Take a winner out of the indexes; ``touch``: mark what its going can change (not for a record let go
+        behind every window, see _evict)."""
         if e.kind in self._state_kinds:
             del self._state_times[bisect.bisect_left(self._state_times, e.ts)]
-            self._touch_prompted_after(e.ts)
+            if touch:
+                self._touch_prompted_after(e.ts)
         if isinstance(e, _Stub) or not self._is_decision(e):
             return
         a = self._agents[e.agent]
@@ -776,9 +885,12 @@ class LiveModel:
                 del self._prompts[(e.agent, key)]
         self._index_paths(e, add=False)
         self._dirty.pop(id(e), None)
-        self._touch_neighbours(e, a)
+        if touch:
+            self._touch_neighbours(e, a)
         if not a.events:
             del self._agents[e.agent]
+            for name, _ in self.config.scoring.windows:
+                self._results.pop((e.agent, name), None)
 
     def _index_paths(self, e: Event, *, add: bool) -> None:
         paths = paths_of(e)
@@ -856,7 +968,14 @@ class LiveModel:
                 if d.citations and any((c.type, c.target) in keys for c in d.citations):
                     self._touch(d)
 
+    def _evicted_decision(self, decision_id: str) -> bool:
+        """True when the labelled decision is one the model let go (or a hash says it might be: the store keeps
+        every label, and a recall brings them back)."""
+        return bool(self._evicted.count) and decision_id not in self._winner and id_hash(decision_id) in self._evicted
+
     def _show_label(self, label: Label) -> None:
+        if self._evicted_decision(label.decision):
+            return  # waited hidden while its decision was let go
         self._labels[label.decision].append(label)
         d = self._winner.get(label.decision)
         if isinstance(d, Event) and self._is_decision(d):
@@ -900,13 +1019,28 @@ class LiveModel:
         while self._expiry and self._expiry[0][0] <= at:
             self._touch(heapq.heappop(self._expiry)[2])
 
-    def _rebuild(self, at: datetime) -> None:
-        """Index every stored record afresh for ``at`` (first evaluation, or the clock went back)."""
+    def _rebuild(self, at: datetime, horizon: datetime | None) -> None:
+        """Index every stored record afresh for ``at`` (first evaluation, or the clock went back), letting go of
+        those up to ``horizon`` first (see _evict) when that is due."""
         events = self._stored_events()
+        if horizon is not None:
+            newest: dict[str, datetime] = {}
+            for e in events:
+                if newest.get(e.id, _DAWN) < e.ts:
+                    newest[e.id] = e.ts
+            old = {rid for rid, ts in newest.items() if ts <= horizon}  # an id goes with all its records
+            del newest
+            events = [e for e in events if e.id not in old]
+            for rid in old:
+                self._evicted.add(id_hash(rid))
+            self._let_go_of_checks_and_file_times(horizon)
+            self.evicted_to = horizon
         labels = [lb for lbs in self._labels.values() for lb in lbs] + [h[2] for h in self._hidden_labels]
         files = dict(self._files)
         checks = self._all_checks
-        self.__init__(self.config)  # type: ignore[misc]
+        evicted, evicted_to = self._evicted, self.evicted_to
+        self.__init__(self.config, evict=self.evicts)  # type: ignore[misc]
+        self._evicted, self.evicted_to = evicted, evicted_to
         self._fresh = False
         self.at = at
         self._bulk = True
@@ -928,6 +1062,64 @@ class LiveModel:
             self._put_file(path, f)
         self._bulk = False
         self._advance(at)
+
+    def horizon_at(self, at: datetime) -> datetime:
+        """Up to when records may be let go once the model is evaluated at ``at``: a day behind every window."""
+        return at - self.config.scoring.longest_window - EVICT_SLACK
+
+    def _horizon(self, at: datetime) -> datetime | None:
+        """Up to when records are to be let go at ``at`` (None: not yet due, or the model keeps everything)."""
+        if at - self.config.scoring.longest_window < self.evicted_to:
+            raise HistoryEvicted(f"the windows at {at} reach records let go up to {self.evicted_to}")
+        horizon = self.horizon_at(at)
+        return horizon if self.evicts and horizon >= self.evicted_to + EVICT_EVERY else None
+
+    def _evict(self, horizon: datetime) -> None:
+        """Let go of the records dated up to ``horizon`` (behind every window by EVICT_SLACK): no window at a time
+        ``T ≥ horizon + longest window`` holds them, and no rule reads back from a decision inside one further than
+        the window (consistency compares with an earlier answer only inside it; follow-ups, replies and the file
+        index look forward or at files). Their ids stay, hashed, for spec 1.1: a later record with one of them
+        recalls them from the store (:meth:`_recall`). An id goes only with every record of it (none hidden, none
+        newer), so a held id has all its stored records here. Checks and file modifications that old go too.
+        """
+        hidden = {h[2].id for h in self._hidden}
+        gone: list[_Record] = []
+        for rid, w in self._winner.items():
+            if w.ts > horizon or rid in hidden:
+                continue
+            rest = self._shadowed.get(rid, ())
+            if all(r.ts <= horizon for r in rest):
+                gone.append(w)
+                gone.extend(rest)
+        gone_ids = {id(r) for r in gone}
+        for w in sorted((r for r in gone if self._winner.get(r.id) is r), key=sort_key):
+            self._unindex(w, touch=False)
+            del self._winner[w.id]
+            self._shadowed.pop(w.id, None)
+            self._labels.pop(w.id, None)
+            self._evicted.add(id_hash(w.id))
+        for path in {r.path for r in gone if r.line is None}:
+            kept = [d for d in self._documents.get(path, ()) if id(d) not in gone_ids]
+            if kept:
+                self._documents[path] = kept
+            else:
+                self._documents.pop(path, None)
+        if any(id(x[2]) in gone_ids for x in self._expiry):
+            self._expiry = [x for x in self._expiry if id(x[2]) not in gone_ids]
+            heapq.heapify(self._expiry)
+        self._let_go_of_checks_and_file_times(horizon)
+        self.evicted_to = horizon
+
+    def _let_go_of_checks_and_file_times(self, horizon: datetime) -> None:
+        """Checks too old to be current at any time whose windows miss ``horizon`` (a newer one of the same target
+        would replace them anyway), and file modifications up to it (changed_in is asked from an earlier answer
+        inside a window, so never before it)."""
+        oldest = horizon - self.config.scoring.check_max_age
+        self._all_checks = [c for c in self._all_checks if c.checked_at > oldest]
+        self.latest_checks = {k: c for k, c in self.latest_checks.items() if c.checked_at > oldest}
+        cut = to_us(horizon)
+        for f in self._files.values():
+            del f.modified[:bisect.bisect_right(f.modified, cut)]
 
     def _stored_events(self) -> list[_Record]:
         """The records still stored: :meth:`records` without the ones removed while hidden."""

@@ -120,6 +120,27 @@ def test_sliding_window_drops_an_old_decision_without_new_input(tmp_path: Path) 
         assert stop(d)[0] == 0
 
 
+def test_a_clock_stepping_back_past_what_the_model_let_go_rebuilds_it(tmp_path: Path) -> None:
+    """Records behind every window are let go from memory (scorers/live.py: _evict); a clock stepping back further
+    than the model can answer for makes the daemon build the model again from the store, and score that time."""
+    t0 = datetime(2026, 6, 1, 12, tzinfo=UTC)
+    clock = tmp_path / "now.txt"
+    clock.write_text(format_ts(t0))
+    root = tmp_path / "state"
+    (root / "heartbeats").mkdir(parents=True)
+    lines = [_line(i, t0 - timedelta(hours=1, minutes=i)) for i in range(6)]
+    lines += [_line(10 + i, t0 - timedelta(days=3, hours=1, minutes=i)) for i in range(2)]
+    lines += [_line(20 + i, t0 - timedelta(days=40, minutes=i)) for i in range(3)]  # behind every window
+    (root / "heartbeats" / "ada.jsonl").write_text("".join(lines))
+    with daemon(tmp_path, root, clock_file=clock) as d:
+        assert _decisions(d) == 6
+        clock.write_text(format_ts(t0 - timedelta(days=3)))
+        wait_for(lambda: _decisions(d) == 2, 10, "the 24h window three days back")
+        assert "stepped back past what the scoring model keeps" in d.logs()
+        assert _decisions(d, window="30d") == 2  # the 40-day-old ones are outside every window, as before
+        assert stop(d)[0] == 0
+
+
 def test_sighup_with_a_broken_config_keeps_serving_the_old_scores(tmp_path: Path) -> None:
     root = _state(tmp_path)
     config = write_config(tmp_path / "config.toml")

@@ -9,6 +9,7 @@ rows must equal what :func:`scorers.score.evaluate` computes from scratch over t
 from __future__ import annotations
 
 import io
+from collections.abc import Collection
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -24,7 +25,7 @@ from daemon.config import Config, GitHub, Phrases
 from daemon.live import LiveFeed
 from scorers import live
 from scorers.context import Context, Records
-from scorers.live import LiveModel, Vocabulary, reduce_text
+from scorers.live import HistoryEvicted, LiveModel, Vocabulary, reduce_text
 from scorers.score import RULES, evaluate_window, to_json
 from tests.helpers import T0, ev
 
@@ -33,8 +34,12 @@ CFG = Config(github=GitHub(repo="acme/app"))
 
 @pytest.fixture(autouse=True)
 def _small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Blocks of 3 decisions, so the cached prefix sums are built, reused and invalidated in every example."""
+    """Blocks of 3 decisions, so the cached prefix sums are built, reused and invalidated in every example; records
+    let go 10 minutes behind the longest window, in steps of a minute, so the examples (which span ten weeks) let
+    go of records, recall them when their ids come again, and step back past what was let go."""
     monkeypatch.setattr(live, "_BLOCK", 3)
+    monkeypatch.setattr(live, "EVICT_SLACK", timedelta(minutes=10))
+    monkeypatch.setattr(live, "EVICT_EVERY", timedelta(minutes=1))
 IDS = [f"d{i}" for i in range(14)]
 TEXTS = [
     "All good.", "No data yet.", "No, because red; instead wait.", "You're right, my mistake.",
@@ -70,10 +75,19 @@ class _Lines:
 
 
 @st.composite
-def heartbeat(draw: st.DrawFn, lines: _Lines) -> Event:
+def heartbeat(draw: st.DrawFn, lines: _Lines, tied: int = 2) -> Event:
     agent = draw(st.sampled_from(["ada", "bo"]))
+    # One record in ``tied + 1`` is a month or a week old and carries an id of its time's anchor: every record of such
+    # an id is about as old, so the id is let go whole once the windows pass it, and the next record carrying it is
+    # recalled from the store.
+    if draw(st.integers(0, tied)) == 0:
+        anchor = draw(st.sampled_from(ANCHORS[:3]))
+        rid = f"at{anchor}"
+    else:
+        anchor = draw(st.sampled_from(ANCHORS))
+        rid = draw(st.sampled_from(IDS))
     return ev(
-        draw(st.sampled_from(IDS)), _at(draw(minutes)), agent=agent, kind=draw(st.sampled_from(KINDS)),
+        rid, _at(anchor + draw(st.integers(-6, 6))), agent=agent, kind=draw(st.sampled_from(KINDS)),
         thread=draw(st.sampled_from([None, "t1", "t2"])), text=draw(st.sampled_from(TEXTS)),
         prompt=draw(st.sampled_from([None, "where?", "WHERE? ", "why"])),
         subject=tuple(draw(st.lists(st.sampled_from(PATHS), max_size=1))),
@@ -103,21 +117,29 @@ def file_entry(draw: st.DrawFn) -> FileEntry | None:
     return FileEntry("", _at(created), tuple(_at(m) for m in modified), None if deleted is None else _at(deleted))
 
 
+#: Operations of the programs (drawn uniformly: listed twice, twice as often); the eviction programs evaluate
+#: more often and move the clock by weeks, so records are let go between arrivals and recalled by them.
+OPS = ["events", "events", "labels", "checks", "file", "times", "doc", "eval", "eval", "restart", "config"]
+EVICTION_OPS = ["events", "events", "events", "labels", "doc", "eval", "eval", "eval", "restart", "checks", "times"]
+EVICTION_STEPS = [0, 5, 60 * 24 * 6, 60 * 24 * 12, 60 * 24 * 26, 60 * 24 * 31, -3, -60 * 24 * 2]
+
+
 @st.composite
-def steps(draw: st.DrawFn) -> list[tuple[Any, ...]]:
+def steps(draw: st.DrawFn, ops: list[str] = OPS, clock_steps: list[int] = STEPS, tied: int = 2
+          ) -> list[tuple[Any, ...]]:
     lines = _Lines()
     seq = iter(range(1, 10**6))
     out: list[tuple[Any, ...]] = []
     now = draw(minutes)
     indexed: list[str] = []  # paths given an entry so far: "times" adds to one (the feed's case)
     for _ in range(draw(st.integers(1, 14))):
-        op = draw(st.sampled_from(["events", "events", "labels", "checks", "file", "times", "doc", "eval", "eval",
-                                   "restart", "config"]))
+        op = draw(st.sampled_from(ops))
         if op == "events":
-            out.append(("events", draw(st.lists(heartbeat(lines), min_size=1, max_size=12))))
+            out.append(("events", draw(st.lists(heartbeat(lines, tied), min_size=1, max_size=12))))
         elif op == "labels":
             out.append(("labels", [
-                Label(_at(draw(minutes)), draw(st.sampled_from(IDS)), draw(st.sampled_from(["up", "down", "down"])),
+                Label(_at(draw(minutes)), draw(st.sampled_from([*IDS, *(f"at{a}" for a in ANCHORS[:3])])),
+                      draw(st.sampled_from(["up", "down", "down"])),
                       draw(st.sampled_from(["rev1", "rev2"])), "labels/r.jsonl", lines.next())
                 for _ in range(draw(st.integers(1, 4)))
             ]))
@@ -146,7 +168,7 @@ def steps(draw: st.DrawFn) -> list[tuple[Any, ...]]:
             path = draw(st.sampled_from(["findings/f1.md", "findings/f2.md", "briefs/b1.md"]))
             out.append(("doc", path, draw(document(path))))
         else:
-            now += draw(st.sampled_from(STEPS))
+            now += draw(st.sampled_from(clock_steps))
             out.append(("eval", now))
     out.append(("eval", now + draw(st.integers(0, 60 * 24 * 40))))
     return out
@@ -164,6 +186,20 @@ class _Stored:
     def records(self) -> Records:
         return Records(list(self.events), list(self.labels), dict(self.files), list(self.checks))
 
+    def lookup(self, ids: Collection[str]) -> tuple[list[Event], list[Label]]:
+        """What the store answers the model recalling records it let go (daemon/live.py: _stored_under)."""
+        return [e for e in self.events if e.id in ids], [lb for lb in self.labels if lb.decision in ids]
+
+    def model(self, config: Config) -> LiveModel:
+        """A model built from everything stored, as the daemon builds one from the store."""
+        model = LiveModel(config, evict=True)
+        model.add_events(self.events)
+        model.add_labels(self.labels)
+        model.add_checks(self.checks)
+        for path, entry in self.files.items():
+            model.put_file(path, entry)
+        return model
+
 
 def _rows(result: Any) -> list[tuple[str, Any, list[tuple[str, str]]]]:
     return [(r.decision.id, r.decision.order, [(r.outcomes[n].mark, r.outcomes[n].why) for n in RULES])
@@ -173,9 +209,9 @@ def _rows(result: Any) -> list[tuple[str, Any, list[tuple[str, str]]]]:
 def _apply(model: LiveModel, stored: _Stored, step: tuple[Any, ...]) -> None:
     """One non-evaluation step, applied to the model and to the plain record list alike."""
     op = step[0]
-    if op == "events":
-        model.add_events(step[1])
+    if op == "events":  # the store first: the model's lookups see what the feed's would (committed rows)
         stored.events.extend(step[1])
+        model.add_events(step[1], stored.lookup)
     elif op == "labels":
         model.add_labels(step[1])
         stored.labels.extend(step[1])
@@ -195,8 +231,8 @@ def _apply(model: LiveModel, stored: _Stored, step: tuple[Any, ...]) -> None:
             stored.files[step[1]] = FileEntry(step[1], old.created, tuple(sorted([*old.modified, *step[2]])), step[3])
     else:
         assert op == "doc"
-        model.replace_document(step[1], step[2])
         stored.events = [e for e in stored.events if not (e.line is None and e.path == step[1])] + step[2]
+        model.replace_document(step[1], step[2], stored.lookup)
 
 
 def _through_the_cache(model: LiveModel) -> LiveModel:
@@ -229,7 +265,7 @@ def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict
 
     Returns the model's 7d ``score --json`` agents of each evaluation.
     """
-    model = LiveModel(config)
+    model = LiveModel(config, evict=True)
     variants = summed_differently(config)
     stored = _Stored()
     outputs = []
@@ -239,13 +275,20 @@ def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict
             continue
         if step[0] == "config":  # a reload changing only what summing reads: no rule re-run
             config = variants[step[1]]
-            assert model.reconfigure(config)
+            if not model.reconfigure(config):  # a longer window reaches what was let go: built again
+                assert model.at - config.scoring.longest_window < model.evicted_to
+                model = stored.model(config)
             continue
         if step[0] != "eval":
             _apply(model, stored, step)
             continue
         at = _at(step[1])
-        live = model.evaluate(at)
+        try:
+            live = model.evaluate(at)
+        except HistoryEvicted:  # the clock went back past what was let go: built again from the store
+            assert at - config.scoring.longest_window < model.evicted_to
+            model = stored.model(config)
+            live = model.evaluate(at)
         ctx = Context(stored.records(), at, config)
         for name, _ in config.scoring.windows:
             pure = evaluate_window(ctx, name)
@@ -260,6 +303,15 @@ def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(steps())
 def test_incremental_model_equals_pure_evaluation(program: list[tuple[Any, ...]]) -> None:
+    assert len(run_steps(program)) == sum(1 for s in program if s[0] == "eval")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(steps(EVICTION_OPS, EVICTION_STEPS, tied=1))
+def test_records_let_go_and_recalled_still_score_as_the_pure_evaluation(program: list[tuple[Any, ...]]) -> None:
+    """Weeks pass between arrivals: records are let go behind the windows, records carrying their ids arrive (late
+    ones too, at the same old times) and recall them, labels on them wait in the store, restarts carry the hashes,
+    and the clock steps back within the slack (rebuilt from what is held) and past it (built from the store)."""
     assert len(run_steps(program)) == sum(1 for s in program if s[0] == "eval")
 
 

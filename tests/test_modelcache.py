@@ -139,7 +139,7 @@ SUMMED_DIFFERENTLY = replace(
     CONFIG, weights_versions={**CONFIG.weights_versions, "alt": (0.1, 0.3, 0.1, 0.2, 0.2, 0.1)},
     weights_active="alt", weights_agents={"ada": CONFIG.weights_active},
     scoring=replace(CONFIG.scoring, min_decisions=2, z=1.0,
-                    windows=(("6h", timedelta(hours=6)), ("7d", timedelta(days=7)), ("45d", timedelta(days=45)))))
+                    windows=(("6h", timedelta(hours=6)), ("7d", timedelta(days=7)), ("30d", timedelta(days=30)))))
 
 
 def test_a_cache_written_under_other_weights_and_windows_scores_with_the_new_ones(world: World) -> None:
@@ -153,7 +153,7 @@ def test_a_cache_written_under_other_weights_and_windows_scores_with_the_new_one
     cold.load(world.store)
     world.fed(loaded), world.fed(cold)
     _same_scores(loaded, cold, world.now)
-    assert set(loaded.evaluate(world.now)) == {"6h", "7d", "45d"}
+    assert set(loaded.evaluate(world.now)) == {"6h", "7d", "30d"}
     assert loaded.evaluate(world.now) != running.evaluate(world.now)  # the change shows
 
 
@@ -192,6 +192,9 @@ def test_refusals_name_their_reason(world: World, tmp_path: Path, caplog: pytest
     check("configuration the model reads has changed",
           config=replace(CONFIG, phrases=replace(CONFIG.phrases, gap=(*Phrases().gap, "unknown so far"))))
     check(None, config=SUMMED_DIFFERENTLY)
+    longer = replace(CONFIG, scoring=replace(CONFIG.scoring, windows=(("24h", timedelta(days=1)),
+                                                                      ("45d", timedelta(days=45)))))
+    check("a longer window reaches records it let go", config=longer)
     check("configuration the model reads has changed",
           config=replace(CONFIG, scoring=replace(CONFIG.scoring, follow_up=timedelta(minutes=9))))
     with Store.open(tmp_path / "other.db") as other:
