@@ -253,17 +253,6 @@ _EVENT_COLUMNS = (
 )
 
 
-def _chunks(values: Collection[str], size: int = 500) -> Iterator[list[str]]:
-    """``values`` in lists of at most ``size`` (SQLite limits the parameters of one statement)."""
-    items = sorted(values)
-    for i in range(0, len(items), size):
-        yield items[i:i + size]
-
-
-def _marks(chunk: Sequence[object]) -> str:
-    return ",".join("?" * len(chunk))
-
-
 def _event(r: tuple[Any, ...], cites: list[Citation]) -> Event:
     """An event from a row of ``rowid`` followed by the event columns."""
     return Event(
@@ -684,17 +673,18 @@ class Store:
             yield rid
 
     def events_with_ids(self, ids: Collection[str]) -> list[Event]:
-        """Every stored event carrying one of ``ids``, in rowid order per batch of 500 ids (index events_id)."""
-        return [e for chunk in _chunks(ids) for _, e in self.iter_events(f"e.id IN ({_marks(chunk)})", chunk)]
+        """Every stored event carrying one of ``ids``, in rowid order: one scan of the table whatever their number
+        (migration 006 dropped the index on ``id``: every insert paid for it, and only this rare recall reads by id).
+        """
+        return [e for _, e in self.iter_events("e.id IN (SELECT value FROM json_each(?))", (json.dumps(sorted(ids)),))]
 
     def labels_on(self, decisions: Collection[str]) -> list[Label]:
-        """The labels on these decisions (rare: the daemon's model asks when it recalls records; a scan, no index)."""
+        """The labels on these decisions, in rowid order (one scan, no index: see :meth:`events_with_ids`)."""
         return [
             Label(from_us(r[3]), r[4], r[5], r[6], r[0], r[2], r[1])
-            for chunk in _chunks(decisions)
             for r in self.conn.execute(
                 "SELECT path, generation, line, ts_us, decision, value, reviewer FROM labels"
-                f" WHERE decision IN ({_marks(chunk)}) ORDER BY rowid", chunk
+                " WHERE decision IN (SELECT value FROM json_each(?)) ORDER BY rowid", (json.dumps(sorted(decisions)),)
             )
         ]
 
