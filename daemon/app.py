@@ -615,7 +615,8 @@ class Daemon:
                 self.feed = None
                 self._rescore_dirty = True
                 continue
-            snap = Snapshot(at=at, config=config, windows=windows, counters=self._counters(), evals=evals)
+            snap = Snapshot(at=at, config=config, windows=windows, counters=self._counters(), evals=evals,
+                            model=feed.size)
             self._snapshot = snap
             if self._history_due(snap):
                 async with self.lock:

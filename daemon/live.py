@@ -36,6 +36,8 @@ class LiveFeed:
         self.at: datetime | None = None
         #: Records applied by the last :meth:`sync` (events, labels, checks, documents and files touched).
         self.applied = 0
+        #: (records held, ids let go) after the last evaluation: LiveModel.size, for /metrics.
+        self.size = (0, 0)
         #: The largest rowid of a heartbeat event applied (those rows are never removed: see sync).
         self._heartbeat_top = 0
         self._lock = threading.Lock()
@@ -148,6 +150,7 @@ class LiveFeed:
         with self._lock:
             windows = self.model.evaluate(at)
             self.at = at
+            self.size = self.model.size()
             return windows
 
     def agent_result(self, agent: str, window: str) -> tuple[datetime, AgentResult] | None:

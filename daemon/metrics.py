@@ -69,6 +69,10 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "honesty_store_full": (
         "counter", "Writes the store refused as full (SQLITE_FULL) since the process started; ingest pauses,"
         " keeps its place and resumes when there is room.", ()),
+    "honesty_model_records": (
+        "gauge", "Records the in-memory scoring model holds (a day behind the longest window they are let go).", ()),
+    "honesty_model_ids_let_go": (
+        "gauge", "Ids of the records the model let go, kept as 8-byte hashes (a record reusing one is recalled).", ()),
     "honesty_benchmark_tasks": ("gauge", "Tasks in the latest benchmark-honesty report of the model.", _B),
     # The report's own 95 % interval of its headline; what that headline is changed between the package's
     # versions (task mean in 0.1.0, balanced in 0.2.0), so read it beside honesty_benchmark_balanced/_task_mean.
@@ -243,6 +247,9 @@ def snapshot_families(snapshot: Snapshot | None, *, agents: bool = True) -> list
                 _agent_series(out, window, a)
         _weights(out, _weight_rows(snapshot))
     _counters(out, snapshot.counters)
+    if snapshot.model is not None:
+        out.add("honesty_model_records", (), snapshot.model[0])
+        out.add("honesty_model_ids_let_go", (), snapshot.model[1])
     _benchmarks(out, snapshot.evals, snapshot.config.benchmark_models)
     return list(out)
 

@@ -41,6 +41,8 @@ class Snapshot:
     counters: Counters = field(default_factory=Counters)
     evals: tuple[EvalReport, ...] = ()
     version: str = __version__
+    #: (records held, ids let go) by the daemon's scoring model; None outside the daemon.
+    model: tuple[int, int] | None = None
 
 
 def build_snapshot(

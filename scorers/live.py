@@ -441,6 +441,11 @@ class LiveModel:
         return [*self._winner.values(), *(e for rest in self._shadowed.values() for e in rest),
                 *(h[2] for h in self._hidden), *self._loaded]
 
+    def size(self) -> tuple[int, int]:
+        """(records held, ids let go): what :meth:`records` would list, counted without listing them."""
+        held = len(self._winner) + sum(map(len, self._shadowed.values())) + len(self._hidden) + len(self._loaded)
+        return held, self._evicted.count
+
     def __getstate__(self) -> dict[str, Any]:
         """The model as pickled: the maps keyed by id() hold their records instead (an unpickled record has another
         id; pickle keeps each record one object, so the keys are rebuilt from the same objects the indexes hold), so

@@ -134,6 +134,8 @@ def test_a_clock_stepping_back_past_what_the_model_let_go_rebuilds_it(tmp_path: 
     (root / "heartbeats" / "ada.jsonl").write_text("".join(lines))
     with daemon(tmp_path, root, clock_file=clock) as d:
         assert _decisions(d) == 6
+        # A start reads only what it keeps: the three 40-day-old records stay in the store, their ids hashed.
+        assert d.metric("honesty_model_records") == 8 and d.metric("honesty_model_ids_let_go") == 3
         clock.write_text(format_ts(t0 - timedelta(days=3)))
         wait_for(lambda: _decisions(d) == 2, 10, "the 24h window three days back")
         assert "stepped back past what the scoring model keeps" in d.logs()
