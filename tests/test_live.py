@@ -4,6 +4,10 @@ Random record sets arrive in random chunks (events in any read order, duplicate 
 edited and deleted, labels, checks, file-index changes, records dated after T) while T moves forward
 and sometimes back; after every evaluation each window's ``score --json`` object and each agent's audit
 rows must equal what :func:`scorers.score.evaluate` computes from scratch over the same records.
+
+The model lets go of records behind the windows (10 minutes of slack here) and recalls them through a
+lookup into the same record list, as the daemon's does from the store; a step back past what it let go
+builds it again from the records, and a reload that changes only what summing reads keeps it.
 """
 
 from __future__ import annotations
