@@ -59,6 +59,8 @@ MAGIC = b"honestyd-model-cache\n"
 FORMAT = 2
 #: The modules whose objects the cache holds or whose rules produced its cached outcomes.
 _CODE = ("scorers", "collectors", "daemon/live.py", "daemon/config.py")
+
+
 def path_for(db_path: Path) -> Path:
     """Where the cache of the model over ``db_path`` lives: beside it."""
     return db_path.with_name(db_path.name + ".model")
