@@ -120,7 +120,7 @@ class HistoryEvicted(Exception):
     stepped back further than :data:`EVICT_SLACK`): build the model again from the store."""
 
 
-def id_hash(record_id: str) -> int:
+def _id_hash(record_id: str) -> int:
     """A stable 64-bit hash of a record id (Python's own ``hash`` of a string changes from process to process)."""
     return int.from_bytes(hashlib.blake2b(record_id.encode(), digest_size=8).digest(), "big", signed=True)
 
@@ -137,8 +137,9 @@ class _IdHashes:
         self.buckets: dict[int, array[int]] = {}
         self.count = 0
 
-    def add(self, h: int) -> None:
-        """Note one hash (once)."""
+    def add(self, record_id: str) -> None:
+        """Note the hash of one id (once)."""
+        h = _id_hash(record_id)
         bucket = self.buckets.get(h >> 52)
         if bucket is None:
             bucket = self.buckets[h >> 52] = array("q")
@@ -147,9 +148,9 @@ class _IdHashes:
             bucket.insert(i, h)
             self.count += 1
 
-    def __contains__(self, h: object) -> bool:
-        if not isinstance(h, int):
-            return False
+    def might_hold(self, record_id: str) -> bool:
+        """True if the hash of ``record_id`` was noted (by it, or by another id with the same hash)."""
+        h = _id_hash(record_id)
         bucket = self.buckets.get(h >> 52)
         if bucket is None:
             return False
@@ -495,7 +496,7 @@ class LiveModel:
         if not self._fresh or self.records():
             raise ValueError("let_go() is for a model nothing was added to yet")
         for rid in ids:
-            self._evicted.add(id_hash(rid))
+            self._evicted.add(rid)
         self.evicted_to = horizon
 
     # --- records in
@@ -513,7 +514,7 @@ class LiveModel:
             e = self._slim(event)
             if watch:
                 arrived.append(e)
-                if e.id not in self._winner and id_hash(e.id) in self._evicted:
+                if self._let_go(e.id):
                     recalled.add(e.id)
             if isinstance(e, Event) and e.line is None:
                 self._documents.setdefault(e.path, []).append(e)
@@ -544,7 +545,7 @@ class LiveModel:
         """Reviewer labels, in any order. A label on a decision the model let go is left to the store (it comes
         back with its decision, should that be recalled)."""
         for label in map(self._slim_label, labels):
-            if self._evicted_decision(label.decision):
+            if self._let_go(label.decision):
                 continue
             if self._fresh or label.ts > self.at:
                 heapq.heappush(self._hidden_labels, (label.ts, next(self._seq), label))
@@ -975,13 +976,13 @@ class LiveModel:
                 if d.citations and any((c.type, c.target) in keys for c in d.citations):
                     self._touch(d)
 
-    def _evicted_decision(self, decision_id: str) -> bool:
-        """True when the labelled decision is one the model let go (or a hash says it might be: the store keeps
-        every label, and a recall brings them back)."""
-        return bool(self._evicted.count) and decision_id not in self._winner and id_hash(decision_id) in self._evicted
+    def _let_go(self, record_id: str) -> bool:
+        """True when the records of this id are ones the model let go (or a hash says they might be: the store keeps
+        every record and label, and a recall brings them back)."""
+        return bool(self._evicted.count) and record_id not in self._winner and self._evicted.might_hold(record_id)
 
     def _show_label(self, label: Label) -> None:
-        if self._evicted_decision(label.decision):
+        if self._let_go(label.decision):
             return  # waited hidden while its decision was let go
         self._labels[label.decision].append(label)
         d = self._winner.get(label.decision)
@@ -1039,7 +1040,7 @@ class LiveModel:
             del newest
             events = [e for e in events if e.id not in old]
             for rid in old:
-                self._evicted.add(id_hash(rid))
+                self._evicted.add(rid)
             self._let_go_of_checks_and_file_times(horizon)
             self.evicted_to = horizon
         labels = [lb for lbs in self._labels.values() for lb in lbs] + [h[2] for h in self._hidden_labels]
@@ -1104,7 +1105,7 @@ class LiveModel:
             del self._winner[w.id]
             self._shadowed.pop(w.id, None)
             self._labels.pop(w.id, None)
-            self._evicted.add(id_hash(w.id))
+            self._evicted.add(w.id)
         for path in {r.path for r in gone if r.line is None}:
             kept = [d for d in self._documents.get(path, ()) if id(d) not in gone_ids]
             if kept:
