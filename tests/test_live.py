@@ -28,7 +28,7 @@ from daemon import modelcache
 from daemon.config import Config, GitHub, Phrases
 from daemon.live import LiveFeed
 from scorers import live
-from scorers.context import Context, Records
+from scorers.context import Context, Records, sort_key
 from scorers.live import HistoryEvicted, LiveModel, Vocabulary, reduce_text
 from scorers.score import RULES, evaluate_window, to_json
 from tests.helpers import T0, ev
@@ -378,6 +378,23 @@ def test_vocabulary_finds_exactly_the_matching_phrases(parts: list[str]) -> None
     vocabulary = ["no", "no data", "no data yet", "data", "reason:", "reason", "because", "i̇", "x_"]
     text = "".join(parts)
     assert Vocabulary(vocabulary).found(text) == sorted(p for p in vocabulary if phrases.matches(text, p))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.sampled_from(["a.jsonl", "b.jsonl", "docs/c.md"]), st.integers(0, 2),
+                          st.integers(1, 5)), max_size=30))
+def test_sorted_by_key_is_the_sort_key_order(items: list[tuple[int, str, int, int]]) -> None:
+    # Few distinct times, so most records tie on time and only read order tells them apart; a Markdown decision
+    # (no line) sorts as line 0, and stubs sort beside events.
+    records: list[Any] = []
+    for i, (minute, path, generation, line) in enumerate(items):
+        ts = _at(minute)
+        if i % 3 == 0:
+            records.append(live._Stub(f"s{i}", ts, "commit", path, line, generation))
+        else:
+            records.append(ev(f"e{i}", ts, path=path, line=None if path.endswith(".md") else line,
+                              markdown=path.endswith(".md"), generation=generation))
+    assert live.sorted_by_key(records) == sorted(records, key=sort_key)
 
 
 def test_model_with_no_records_lists_no_agent() -> None:
