@@ -1,6 +1,6 @@
 """Soak (not a test, not in CI): a real ``honestyd run`` under 100 agents writing 2,000 events/s for N minutes.
 
-    python bench/soak.py [--minutes 10] [--rate 2000] [--agents 100] [--out bench/soak-results.json]
+    python bench/soak.py [--minutes 10] [--rate 2000] [--agents 100] [--days-per-minute 0] [--out FILE]
 
 The state is ``honestyd simulate`` (100 agents, the last day), so the daemon scores a realistic state from the
 start. Then one writer thread appends to every agent's heartbeat log at ``--rate`` events/s in total (a quarter of
@@ -13,6 +13,12 @@ one more line into the renamed file, as a real writer that has not reopened yet 
   ``honesty_window_decisions`` on /metrics counts it (polled every 20 ms; the last probe that completed);
 * the daemon's RSS (and its peak), its CPU since the last sample (% of one core), and the WAL size.
 
+With ``--days-per-minute D`` the daemon runs on a clock file (its ``--clock-file`` test hook) that moves D
+simulated days each real minute, and the writers stamp their events with it: with D = 6, ten minutes are 60 days,
+so the 30-day window fills after five and records leave it (and the daemon's memory: it lets go of records a day
+behind the longest window) for the rest of the run. That is the steady state a daemon reaches after a month; at
+real time a ten-minute soak only ever adds records to its windows.
+
 At the end the writer stops and the soak waits until both backlogs are 0 (the drain time), stops the daemon with
 SIGTERM, and checks that every line written is stored exactly once. It prints a table and writes the JSON.
 Everything runs on loopback and stops by itself.
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import shutil
@@ -34,6 +41,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -53,11 +61,46 @@ def _ts(at: datetime) -> str:
     return at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+Now = Callable[[], datetime]
+
+
+def real_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class SimClock(threading.Thread):
+    """A clock ``scale`` times faster than real time from now on, written to ``path`` every 50 ms (atomically: the
+    daemon reads the file on every look at its clock)."""
+
+    def __init__(self, path: Path, scale: float) -> None:
+        super().__init__(daemon=True)
+        self.path = path
+        self.scale = scale
+        self.origin = datetime.now(UTC)
+        self.began = time.monotonic()
+        self.stop_event = threading.Event()
+        self._write()
+
+    def now(self) -> datetime:
+        return self.origin + timedelta(seconds=(time.monotonic() - self.began) * self.scale)
+
+    def _write(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(_ts(self.now()) + "\n", encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def run(self) -> None:
+        while not self.stop_event.wait(0.05):
+            self._write()
+
+
 class Writer(threading.Thread):
     """All agents' appends at ``rate`` events/s; rename rotation of every log once a minute, staggered."""
 
-    def __init__(self, logs: dict[str, Path], rate: int, rotate_every: float = 60.0, seed: int = 1) -> None:
+    def __init__(self, logs: dict[str, Path], rate: int, rotate_every: float = 60.0, seed: int = 1,
+                 now: Now = real_now) -> None:
         super().__init__(daemon=True)
+        self.now = now
         self.logs = logs
         self.agents = sorted(logs)
         self.rate = rate
@@ -72,7 +115,7 @@ class Writer(threading.Thread):
         n = self.rng.random()
         kind = DECISION_KINDS[0] if n < 0.25 else OTHER_KINDS[int(n * 100) % len(OTHER_KINDS)]
         text = f"soak {seq}: see https://docs.example.org/soak/{seq % 50}" if n < 0.2 else f"soak {seq} working"
-        body = {"id": f"soak-{agent}-{seq}", "ts": _ts(datetime.now(UTC)), "agent": agent, "kind": kind,
+        body = {"id": f"soak-{agent}-{seq}", "ts": _ts(self.now()), "agent": agent, "kind": kind,
                 "thread": f"soak-{seq % 37}", "text": text}
         return (json.dumps(body) + "\n").encode()
 
@@ -120,13 +163,21 @@ class Writer(threading.Thread):
 
 
 class Probe(threading.Thread):
-    """Appends one decision of agent ``soak-probe`` per interval; measures until /metrics counts it."""
+    """Appends one decision per interval; measures until /metrics counts it.
 
-    def __init__(self, path: Path, base: str, interval: float) -> None:
+    At real time the decisions are all agent ``soak-probe``'s and the probe waits for its 24h window to count them
+    all. On a fast clock the 24h window holds only the last few, so they go round ``agents`` agents
+    (``soak-probe-K``), each one's previous decision two days behind its next: a decision is counted when its
+    agent's 24h window shows one.
+    """
+
+    def __init__(self, path: Path, base: str, interval: float, now: Now = real_now, agents: int = 1) -> None:
         super().__init__(daemon=True)
+        self.now = now
         self.path = path
         self.base = base
         self.interval = interval
+        self.agents = agents
         self.sent = 0
         self.latencies: list[tuple[float, float]] = []  # (when written, seconds to /metrics)
         self.stop_event = threading.Event()
@@ -134,14 +185,15 @@ class Probe(threading.Thread):
     def run(self) -> None:
         while not self.stop_event.is_set():
             began = time.monotonic()
-            line = {"id": f"probe-{self.sent}", "ts": _ts(datetime.now(UTC)), "agent": "soak-probe", "kind": "dm",
-                    "text": "probe"}
+            agent = "soak-probe" if self.agents == 1 else f"soak-probe-{self.sent % self.agents}"
+            line = {"id": f"probe-{self.sent}", "ts": _ts(self.now()), "agent": agent, "kind": "dm", "text": "probe"}
             with self.path.open("a") as f:
                 f.write(json.dumps(line) + "\n")
             self.sent += 1
+            expected = self.sent if self.agents == 1 else 1
             while not self.stop_event.is_set():
-                decisions = metric(self.base, 'honesty_window_decisions{agent="soak-probe",window="24h"}')
-                if decisions is not None and decisions >= self.sent:
+                decisions = metric(self.base, f'honesty_window_decisions{{agent="{agent}",window="24h"}}')
+                if decisions is not None and decisions >= expected:
                     self.latencies.append((began, time.monotonic() - began))
                     break
                 time.sleep(PROBE_POLL)
@@ -205,6 +257,7 @@ class Result:
     minutes: float
     rate: int
     agents: int
+    days_per_minute: float = 0.0
     samples: list[Sample] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
 
@@ -238,7 +291,7 @@ def row(s: Sample) -> str:
             f" {latency:>10} {s.rss_mb:8.0f} {s.cpu_pct:5.0f} {s.wal_mb:7.1f}")
 
 
-def soak(minutes: float, rate: int, agents: int, work: Path) -> Result:
+def soak(minutes: float, rate: int, agents: int, work: Path, days_per_minute: float = 0.0) -> Result:
     state, db = work / "state", work / "honestyd.db"
     start_at = datetime.now(UTC) - timedelta(days=1)
     subprocess.run([PYTHON, "-m", "daemon.cli", "simulate", "--seed", "7", "--out", str(state), "--agents",
@@ -252,13 +305,21 @@ def soak(minutes: float, rate: int, agents: int, work: Path) -> Result:
     base = f"http://127.0.0.1:{port}"
     log_path = work / "daemon.log"
     env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
+    command = [PYTHON, "-m", "daemon.cli", "run", "--config", str(config), "--state", str(state), "--db", str(db),
+               "--listen", f"127.0.0.1:{port}"]
+    clock = SimClock(work / "clock", days_per_minute * 24 * 60) if days_per_minute else None
+    now: Now = real_now
+    if clock is not None:
+        command += ["--clock-file", str(clock.path)]
+        now = clock.now
+        clock.start()
     with log_path.open("w") as log_fh:
-        proc = subprocess.Popen([PYTHON, "-m", "daemon.cli", "run", "--config", str(config), "--state", str(state),
-                                 "--db", str(db), "--listen", f"127.0.0.1:{port}"], cwd=ROOT, stdout=log_fh,
-                                stderr=subprocess.STDOUT, env=env)
-    result = Result(minutes, rate, agents)
-    writer = Writer(logs, rate)
-    probe = Probe(state / "heartbeats" / "soak-probe.jsonl", base, SAMPLE_EVERY)
+        proc = subprocess.Popen(command, cwd=ROOT, stdout=log_fh, stderr=subprocess.STDOUT, env=env)
+    result = Result(minutes, rate, agents, days_per_minute)
+    writer = Writer(logs, rate, now=now)
+    # On a fast clock: enough probe agents that each one's previous decision is two days behind its next.
+    probe_agents = 1 if clock is None else math.ceil(2 * 86400 / (SAMPLE_EVERY * clock.scale)) + 1
+    probe = Probe(state / "heartbeats" / "soak-probe.jsonl", base, SAMPLE_EVERY, now=now, agents=probe_agents)
     try:
         started = wait(lambda: urllib.request.urlopen(f"{base}/readyz", timeout=5).status == 200, 120, "readiness")
         baseline_metric = int(metric(base, 'honesty_ingest_records_total{source="heartbeats"}') or 0)
@@ -303,6 +364,7 @@ def soak(minutes: float, rate: int, agents: int, work: Path) -> Result:
             "SELECT count(DISTINCT id) FROM events WHERE id LIKE 'soak-%' OR id LIKE 'probe-%'").fetchone()[0]
         latencies = sorted(s for _, s in probe.latencies)
         rss = [s.rss_mb for s in result.samples]
+        second_half = [s.rss_mb for s in result.samples if s.t >= minutes * 30]
         result.summary = {
             "events_written": expected, "rotations": writer.rotations, "stored": stored,
             "lost": max(expected - distinct, 0), "doubled": stored - distinct,
@@ -314,7 +376,9 @@ def soak(minutes: float, rate: int, agents: int, work: Path) -> Result:
             "backlog_max": {"metric": max(s.backlog_metric for s in result.samples),
                             "db": max(s.backlog_db for s in result.samples)},
             "rss_mb": {"first_sample": rss[0], "last_sample": rss[-1], "max_sampled": max(rss),
+                       "second_half": [min(second_half, default=None), max(second_half, default=None)],
                        "peak_hwm": round(peak_mb, 1)},
+            "simulated_days": round(minutes * days_per_minute, 1),
             "sigterm": {"exit_code": code, "seconds": round(took_to_stop, 2)},
             "errors_in_log": sum("ERROR" in line or "Traceback" in line
                                  for line in log_path.read_text(errors="replace").splitlines()),
@@ -322,6 +386,8 @@ def soak(minutes: float, rate: int, agents: int, work: Path) -> Result:
     finally:
         writer.stop_event.set()
         probe.stop_event.set()
+        if clock is not None:
+            clock.stop_event.set()
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
@@ -357,12 +423,14 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=10.0, help="how long the writers run (default 10)")
     parser.add_argument("--rate", type=int, default=2000, help="events per second, all agents together")
     parser.add_argument("--agents", type=int, default=100)
+    parser.add_argument("--days-per-minute", type=float, default=0.0,
+                        help="run the daemon and the writers on a clock this many days ahead each minute (0: real)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "soak-results.json")
     parser.add_argument("--keep", action="store_true", help="keep the state, database and daemon log")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="honestyd-soak-"))
     try:
-        result = soak(args.minutes, args.rate, args.agents, work)
+        result = soak(args.minutes, args.rate, args.agents, work, args.days_per_minute)
     finally:
         if args.keep:
             print(f"kept {work}")
