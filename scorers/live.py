@@ -432,6 +432,9 @@ class LiveModel:
         self._fresh = True
         # Every stored record lives in exactly one of: winners / shadowed (visible), hidden (ts > T).
         self._winner: dict[str, _Record] = {}
+        #: The ids of the records shown, by the day of their time (date ordinal, UTC): where _evict looks, so that
+        #: letting go of a day's records costs that day's records, not a walk over every record held.
+        self._days: dict[int, list[str]] = {}
         self._shadowed: dict[str, list[_Record]] = {}
         self._hidden: list[tuple[datetime, int, _Record]] = []
         self._loaded: list[_Record] = []  # arrived before the first evaluation, in no order
@@ -816,11 +819,13 @@ class LiveModel:
         winner = self._winner.get(e.id)
         if winner is None:
             self._winner[e.id] = e
+            self._days.setdefault(e.ts.toordinal(), []).append(e.id)
             self._index(e)
             return
         order = e.order
         if winner.order == order or any(s.order == order for s in self._shadowed.get(e.id, ())):
             return  # already stored: a replay
+        self._days.setdefault(e.ts.toordinal(), []).append(e.id)
         if order < winner.order:
             self._unindex(winner)
             self._shadowed.setdefault(e.id, []).append(winner)
@@ -1122,14 +1127,24 @@ class LiveModel:
         newer), so a held id has all its stored records here. Checks and file modifications that old go too.
         """
         hidden = {h[2].id for h in self._hidden}
+        day = horizon.toordinal()
+        # Every held record up to the horizon was shown on one of these days (the ids of records since gone, or
+        # shown again later, are looked at and passed over).
+        candidates: dict[str, None] = {}
+        for d in [d for d in self._days if d <= day]:
+            candidates.update(dict.fromkeys(self._days.pop(d)))
         gone: list[_Record] = []
-        for rid, w in self._winner.items():
-            if w.ts > horizon or rid in hidden:
-                continue
+        for rid in candidates:
+            w = self._winner.get(rid)
+            if w is None or w.ts > horizon or rid in hidden:
+                continue  # w's own day holds it; a hidden record is filed under its day when shown
             rest = self._shadowed.get(rid, ())
             if all(r.ts <= horizon for r in rest):
                 gone.append(w)
                 gone.extend(rest)
+        # The horizon's day goes on holding its records after the horizon (their ids were among the candidates).
+        later = [rid for rid in candidates if rid in self._winner and any(
+            r.ts > horizon and r.ts.toordinal() == day for r in (self._winner[rid], *self._shadowed.get(rid, ())))]
         gone_ids = {id(r) for r in gone}
         for w in sorted((r for r in gone if self._winner.get(r.id) is r), key=sort_key):
             self._unindex(w, touch=False)
@@ -1137,6 +1152,8 @@ class LiveModel:
             self._shadowed.pop(w.id, None)
             self._labels.pop(w.id, None)
             self._evicted.add(w.id)
+        if later:
+            self._days.setdefault(day, []).extend(later)
         for path in {r.path for r in gone if r.line is None}:
             kept = [d for d in self._documents.get(path, ()) if id(d) not in gone_ids]
             if kept:

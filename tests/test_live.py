@@ -251,6 +251,15 @@ def _through_the_cache(model: LiveModel) -> LiveModel:
     return loaded.model
 
 
+def _assert_let_go_of_all_it_may(model: LiveModel) -> None:
+    """Right after an evaluation that let go: no id the model holds has all its records up to ``evicted_to`` and none
+    hidden (the scores cannot show a record kept too long; this does)."""
+    hidden = {h[2].id for h in model._hidden}
+    for rid, w in model._winner.items():
+        records = [w, *model._shadowed.get(rid, ())]
+        assert rid in hidden or any(r.ts > model.evicted_to for r in records), (rid, records, model.evicted_to)
+
+
 def summed_differently(config: Config) -> list[Config]:
     """``config`` and two configs that differ from it only in what summing reads (weights, one agent's own version,
     the floor, z, the windows besides 7d): the model takes them without re-running a rule."""
@@ -287,12 +296,16 @@ def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict
             _apply(model, stored, step)
             continue
         at = _at(step[1])
+        before = model.evicted_to
         try:
             live = model.evaluate(at)
         except HistoryEvicted:  # the clock went back past what was let go: built again from the store
             assert at - config.scoring.longest_window < model.evicted_to
             model = stored.model(config)
+            before = model.evicted_to
             live = model.evaluate(at)
+        if model.evicted_to != before:
+            _assert_let_go_of_all_it_may(model)
         ctx = Context(stored.records(), at, config)
         for name, _ in config.scoring.windows:
             pure = evaluate_window(ctx, name)
