@@ -1130,9 +1130,11 @@ class LiveModel:
         day = horizon.toordinal()
         # Every held record up to the horizon was shown on one of these days (the ids of records since gone, or
         # shown again later, are looked at and passed over).
+        boundary = self._days.pop(day, [])
         candidates: dict[str, None] = {}
-        for d in [d for d in self._days if d <= day]:
+        for d in [d for d in self._days if d < day]:
             candidates.update(dict.fromkeys(self._days.pop(d)))
+        candidates.update(dict.fromkeys(boundary))
         gone: list[_Record] = []
         for rid in candidates:
             w = self._winner.get(rid)
@@ -1142,9 +1144,6 @@ class LiveModel:
             if all(r.ts <= horizon for r in rest):
                 gone.append(w)
                 gone.extend(rest)
-        # The horizon's day goes on holding its records after the horizon (their ids were among the candidates).
-        later = [rid for rid in candidates if rid in self._winner and any(
-            r.ts > horizon and r.ts.toordinal() == day for r in (self._winner[rid], *self._shadowed.get(rid, ())))]
         gone_ids = {id(r) for r in gone}
         for w in sorted((r for r in gone if self._winner.get(r.id) is r), key=sort_key):
             self._unindex(w, touch=False)
@@ -1152,6 +1151,8 @@ class LiveModel:
             self._shadowed.pop(w.id, None)
             self._labels.pop(w.id, None)
             self._evicted.add(w.id)
+        # The horizon's own day goes on holding what it held that stays (its records after the horizon, or blocked).
+        later = [rid for rid in dict.fromkeys(boundary) if rid in self._winner]
         if later:
             self._days.setdefault(day, []).extend(later)
         for path in {r.path for r in gone if r.line is None}:
