@@ -237,8 +237,8 @@ def sorted_by_key(records: Iterable[_Record]) -> list[_Record]:
     """``records`` sorted by :func:`~scorers.context.sort_key` (time, then read order), without its key per record.
 
     ``sorted(key=sort_key)`` holds a (time, (path, generation, line)) pair for every record until it returns: ~160
-    bytes each, 150 MB for a rebuild of a million records, and the heap it leaves behind stays with the process
-    (measured: 78 MB of the daemon's peak on the benchmark's store). Sorting by the records' own time objects
+    bytes each, 150 MB for a rebuild of a million records, and the pools it emptied stay with the process
+    (measured: 78 MB of a rebuild's peak on the benchmark's 962k records). Sorting by the records' own time objects
     allocates no key; only the runs of equal times are then sorted by read order (the sort is stable either way).
     """
     out = sorted(records, key=_time_of)
@@ -432,8 +432,8 @@ class LiveModel:
         self._fresh = True
         # Every stored record lives in exactly one of: winners / shadowed (visible), hidden (ts > T).
         self._winner: dict[str, _Record] = {}
-        #: The ids of the records shown, by the day of their time (date ordinal, UTC): where _evict looks, so that
-        #: letting go of a day's records costs that day's records, not a walk over every record held.
+        #: With ``evict``, the ids of the records shown, by the day of their time (date ordinal, UTC): where _evict
+        #: looks, so that letting go of a day's records costs that day's records, not a walk over every record held.
         self._days: dict[int, list[str]] = {}
         self._shadowed: dict[str, list[_Record]] = {}
         self._hidden: list[tuple[datetime, int, _Record]] = []
@@ -819,13 +819,15 @@ class LiveModel:
         winner = self._winner.get(e.id)
         if winner is None:
             self._winner[e.id] = e
-            self._days.setdefault(e.ts.toordinal(), []).append(e.id)
+            if self.evicts:
+                self._days.setdefault(e.ts.toordinal(), []).append(e.id)
             self._index(e)
             return
         order = e.order
         if winner.order == order or any(s.order == order for s in self._shadowed.get(e.id, ())):
             return  # already stored: a replay
-        self._days.setdefault(e.ts.toordinal(), []).append(e.id)
+        if self.evicts:
+            self._days.setdefault(e.ts.toordinal(), []).append(e.id)
         if order < winner.order:
             self._unindex(winner)
             self._shadowed.setdefault(e.id, []).append(winner)
