@@ -260,6 +260,42 @@ def _assert_let_go_of_all_it_may(model: LiveModel) -> None:
         assert rid in hidden or any(r.ts > model.evicted_to for r in records), (rid, records, model.evicted_to)
 
 
+def _assert_indexes_hold(model: LiveModel) -> None:
+    """Every index the rules read holds exactly the visible winners it would hold if they were indexed afresh, and
+    every cached prefix sum is the sum it stands for: the scores cannot show an index entry of a record let go
+    while no rule reaches it, nor a stale prefix of an agent no window sums across; this does."""
+    winners = list(model._winner.values())
+    decisions = [w for w in winners if isinstance(w, Event) and model._is_decision(w)]
+    by_agent: dict[str, list[Event]] = {}
+    for d in sorted(decisions, key=sort_key):
+        by_agent.setdefault(d.agent, []).append(d)
+    assert {agent: a.events for agent, a in model._agents.items()} == by_agent
+    assert model._state_times == sorted(w.ts for w in winners if w.kind in model._state_kinds)
+    keys = {id(d): key for d in decisions if (key := model._prompt_key(d.prompt)) is not None}
+    assert model._prompted_times == sorted(d.ts for d in decisions if id(d) in keys)
+    groups: dict[tuple[str, str], list[Event]] = {}
+    for agent, events in by_agent.items():
+        for d in events:
+            if id(d) in keys:
+                groups.setdefault((agent, keys[id(d)]), []).append(d)
+    assert {k: g for k, g in model._prompts.items() if g} == groups
+    held = {id(d) for d in decisions}
+    assert all(i in held for bucket in model._by_path.values() for i in bucket)
+    assert all(i in held for i in model._signal_claims)
+    for a in model._agents.values():
+        assert len(a.counts) == len(a.pts) == len(a.events)
+        assert a.pts_sorted == sorted(p for p in a.pts if p is not None)
+        assert a.repeats == [d for d, p in zip(a.events, a.pts, strict=True) if p is not None]
+        assert set(a.repeat_counts) == {id(d) for d in a.repeats}
+        assert {id(d) for d in a.awaiting} <= {id(d) for d in a.events}
+        assert a.awaiting == sorted(a.awaiting, key=sort_key)
+        assert set(a.labelled) <= {d.id for d in a.events}
+        width = len(live._ZERO)
+        for k in range(len(a.prefix) // width):
+            rows = a.counts[:k * live._BLOCK]
+            assert list(a.prefix[k * width:(k + 1) * width]) == live._column_sums(rows), k
+
+
 def summed_differently(config: Config) -> list[Config]:
     """``config`` and two configs that differ from it only in what summing reads (weights, one agent's own version,
     the floor, z, the windows besides 7d): the model takes them without re-running a rule."""
@@ -306,6 +342,7 @@ def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict
             live = model.evaluate(at)
         if model.evicted_to != before:
             _assert_let_go_of_all_it_may(model)
+        _assert_indexes_hold(model)
         ctx = Context(stored.records(), at, config)
         for name, _ in config.scoring.windows:
             pure = evaluate_window(ctx, name)
