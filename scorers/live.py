@@ -842,6 +842,7 @@ class LiveModel:
                     self._shadowed[e.id] = others
                 self._winner[e.id] = nxt
                 self._index(nxt)
+                self._file_again(e.id)
             else:
                 del self._winner[e.id]
             return
@@ -851,8 +852,17 @@ class LiveModel:
                 del shadowed[i]
                 if not shadowed:
                     del self._shadowed[e.id]
+                self._file_again(e.id)
                 return
         self._removed.add(id(e))  # still hidden: forget it when its time comes
+
+    def _file_again(self, record_id: str) -> None:
+        """One of the id's records went and others stay: file the id under the day of its newest one left. The days
+        of the others may have been let go already while the one that went held the id back; without this the id
+        would wait for the day of the record that went."""
+        if self.evicts:
+            newest = max(r.ts for r in (self._winner[record_id], *self._shadowed.get(record_id, ())))
+            self._days.setdefault(newest.toordinal(), []).append(record_id)
 
     def _is_decision(self, e: _Record) -> bool:
         return e.line is None or e.kind in self._decision_kinds

@@ -572,6 +572,22 @@ def test_late_record_scenarios(name: str) -> None:
     assert outputs[-1] != outputs[-2]
 
 
+def test_an_id_held_back_by_a_newer_document_is_let_go_once_the_document_goes() -> None:
+    """The heartbeat's day is let go while the finding two days later holds its id; when the finding goes, the id
+    must be let go at the next evaluation, not when the finding's day would have been (run_steps checks that after
+    every evaluation that lets go; the random programs found it once)."""
+    later = 31 * DAY_M  # the horizon is then past the heartbeat's day, not the finding's
+    outputs = run_steps([
+        ("events", [_e("d1", 0, line=1)]),
+        ("doc", "findings/f2.md", [ev("d1", _at(2 * DAY_M), kind="finding", path="findings/f2.md", markdown=True)]),
+        ("eval", 2 * DAY_M + 1),
+        ("eval", later),
+        ("doc", "findings/f2.md", []),
+        ("eval", later + 2),
+    ])
+    assert outputs[-1] == {}  # the heartbeat alone is behind every window
+
+
 def test_a_dropped_model_is_freed_without_the_cycle_collector() -> None:
     """The daemon freezes the loaded model out of the garbage collector (gc.freeze); a model on a reference cycle
     would then never be freed after a reload replaced it. Reference counting alone must free it.
