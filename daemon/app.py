@@ -204,6 +204,8 @@ class Daemon:
         self._poll_task: asyncio.Task[None] | None = None
         self.feed: LiveFeed | None = None
         self._history_written: tuple[date, float] | None = None
+        #: The changelog appender (it remembers the keys the file holds): made at the first write.
+        self._changelog: changelog.Appender | None = None
         self._job_tasks: set[asyncio.Task[Any]] = set()
         self.store: Store | None = None
         #: A read-only connection of the evaluations' own: a feed sync reads committed rows without waiting for the
@@ -653,8 +655,11 @@ class Daemon:
     def _write_changelog(self, entries: list[changelog.Entry]) -> None:
         if not entries:
             return
+        path = self.changelog_path()
+        if self._changelog is None or self._changelog.path != path:  # a reload may move it
+            self._changelog = changelog.Appender(path)
         try:
-            written = changelog.append_entries(self.changelog_path(), entries)
+            written = self._changelog.append(entries)
         except OSError as exc:
             log.error("changelog %s: %s", self.changelog_path(), exc)
             return

@@ -35,6 +35,7 @@ import os
 import re
 import stat
 import tempfile
+import threading
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
@@ -513,6 +514,50 @@ def _write_atomic(path: Path, data: bytes, mode: int) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+class Appender:
+    """:func:`append_entries` for one path, remembering the keys the file holds between calls.
+
+    The daemon offers the day's score-drop entries after every evaluation, nearly always all of them written
+    already; finding them present read and searched the whole file each time, a cost that grows with the history
+    (7 % of the fast-clock soak daemon's samples with a 270 KB changelog after 42 simulated days). The keys are
+    read again whenever the file's inode, size or modification time differ from what this appender last read or
+    wrote (a hand edit, a restore, a deletion); the file itself is read only when something is to be written.
+    Thread-safe: the daemon appends from worker threads (drops after an evaluation, the digest job), and two
+    read-then-replace writes at once would lose one's entries.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._seen: tuple[int, int, int] | None = None
+        self._present: set[str] = set()
+
+    def _signature(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def append(self, entries: Sequence[Entry]) -> list[Entry]:
+        """Append the entries not in the file yet, as :func:`append_entries` does; return those written."""
+        for entry in entries:
+            _check(entry)
+        with self._lock:
+            signature = self._signature()
+            if signature is None or signature != self._seen:
+                # Taken before the read: a change in between makes the next call read again.
+                self._present = set(_KEY_LINE.findall(changelog_text(self.path)))
+                self._seen = signature
+            new = [e for e in entries if e.key not in self._present]
+            if not new:
+                return []
+            written = append_entries(self.path, new)  # which checks the file itself again
+            self._present.update(e.key for e in written)
+            self._seen = self._signature()
+            return written
 
 
 def changelog_text(path: Path) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -11,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from collectors.records import Event
+from daemon import changelog
 from daemon.changelog import (
     TITLE,
+    Appender,
     Entry,
     append_entries,
     changelog_text,
@@ -207,6 +210,52 @@ def test_same_drop_once_a_day_and_again_the_next_day(tmp_path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     assert keys(text) == ["drop:2026-06-01:below:carol", "drop:2026-06-02:below:carol"]
     assert headings(text) == ["2026-06-01", "2026-06-02"]
+
+
+def test_an_appender_reads_the_file_again_only_when_it_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    """The daemon offers the day's drops after every evaluation: the file is not read for entries already in it,
+    unless it changed since this appender last read or wrote it (another writer, a deletion)."""
+    path = log(tmp_path)
+    reads = []
+    real_read = changelog._read
+    monkeypatch.setattr(changelog, "_read", lambda p: reads.append(p) or real_read(p))
+    appender = Appender(path)
+    drops = drop_entries(snap(decisions("carol", 1, 4, T0)))
+    assert appender.append(drops) == drops
+    written = path.read_bytes()
+    reads.clear()
+    for _ in range(50):
+        assert appender.append(drops) == []
+    assert reads == [] and path.read_bytes() == written
+    # Another writer (`honestyd tune`, a hand edit) appends: the appender sees it, and writes nothing twice.
+    digest = digest_entry(snap(decisions("carol", 1, 4, T0)))
+    assert append_entries(path, [digest]) == [digest]
+    assert appender.append([digest, *drops]) == []
+    assert len(reads) == 2  # the other writer's read, then the appender's one look at the changed file
+    assert keys(path.read_text(encoding="utf-8")) == [drops[0].key, digest.key]
+    path.unlink()
+    assert appender.append(drops) == drops
+    assert path.read_text(encoding="utf-8").startswith(TITLE)
+
+
+def test_an_appender_shared_by_threads_loses_no_entry(tmp_path: Path) -> None:
+    """Drops after an evaluation and the digest job append from different worker threads."""
+    path = log(tmp_path)
+    appender = Appender(path)
+    batches = [[Entry(date(2026, 6, 1), f"t{i}-{j}", f"<!-- honestyd:t{i}-{j} -->\nentry {i} {j}") for j in range(15)]
+               for i in range(6)]
+
+    def run(batch: list[Entry]) -> None:
+        for entry in batch:
+            appender.append([entry])
+
+    threads = [threading.Thread(target=run, args=(b,)) for b in batches]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sorted(keys(path.read_text(encoding="utf-8"))) == sorted(e.key for b in batches for e in b)
 
 
 # --- the digest
