@@ -13,8 +13,8 @@ one more line into the renamed file, as a real writer that has not reopened yet 
   ``honesty_window_decisions`` on /metrics counts it (polled every 20 ms; the last probe that completed);
 * the daemon's RSS (and its peak), its CPU since the last sample (% of one core), and the WAL size.
 
-With ``--days-per-minute D`` the daemon runs on a clock file (its ``--clock-file`` test hook) that moves D
-simulated days each real minute, and the writers stamp their events with it: with D = 6, ten minutes are 60 days,
+With ``--days-per-minute D`` the daemon runs on a clock that moves D simulated days each real minute (its
+``--clock-warp`` hook), and the writers stamp their events with the same clock: with D = 6, ten minutes are 60 days,
 so the 30-day window fills after five and records leave it (and the daemon's memory: it lets go of records a day
 behind the longest window) for the rest of the run. That is the steady state a daemon reaches after a month; at
 real time a ten-minute soak only ever adds records to its windows.
@@ -68,30 +68,21 @@ def real_now() -> datetime:
     return datetime.now(UTC)
 
 
-class SimClock(threading.Thread):
-    """A clock ``scale`` times faster than real time from now on, written to ``path`` every 50 ms (atomically: the
-    daemon reads the file on every look at its clock)."""
+class SimClock:
+    """A clock ``scale`` times faster than real time from now on, which the daemon computes the same way
+    (``--clock-warp``): both are functions of the system's Unix time."""
 
-    def __init__(self, path: Path, scale: float) -> None:
-        super().__init__(daemon=True)
-        self.path = path
+    def __init__(self, scale: float) -> None:
         self.scale = scale
         self.origin = datetime.now(UTC)
-        self.began = time.monotonic()
-        self.stop_event = threading.Event()
-        self._write()
+        self.began = time.time()
 
     def now(self) -> datetime:
-        return self.origin + timedelta(seconds=(time.monotonic() - self.began) * self.scale)
+        return self.origin + timedelta(seconds=(time.time() - self.began) * self.scale)
 
-    def _write(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(_ts(self.now()) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
-
-    def run(self) -> None:
-        while not self.stop_event.wait(0.05):
-            self._write()
+    def argument(self) -> str:
+        """The daemon's ``--clock-warp`` value."""
+        return f"{_ts(self.origin)},{self.began!r},{self.scale!r}"
 
 
 class Writer(threading.Thread):
@@ -307,12 +298,11 @@ def soak(minutes: float, rate: int, agents: int, work: Path, days_per_minute: fl
     env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
     command = [PYTHON, "-m", "daemon.cli", "run", "--config", str(config), "--state", str(state), "--db", str(db),
                "--listen", f"127.0.0.1:{port}"]
-    clock = SimClock(work / "clock", days_per_minute * 24 * 60) if days_per_minute else None
+    clock = SimClock(days_per_minute * 24 * 60) if days_per_minute else None
     now: Now = real_now
     if clock is not None:
-        command += ["--clock-file", str(clock.path)]
+        command += ["--clock-warp", clock.argument()]
         now = clock.now
-        clock.start()
     with log_path.open("w") as log_fh:
         proc = subprocess.Popen(command, cwd=ROOT, stdout=log_fh, stderr=subprocess.STDOUT, env=env)
     result = Result(minutes, rate, agents, days_per_minute)
@@ -386,8 +376,6 @@ def soak(minutes: float, rate: int, agents: int, work: Path, days_per_minute: fl
     finally:
         writer.stop_event.set()
         probe.stop_event.set()
-        if clock is not None:
-            clock.stop_event.set()
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -22,6 +23,7 @@ from scorers.score import evaluate_window, to_json
 from scorers.source_verifiability import with_path_checks
 
 if TYPE_CHECKING:
+    from daemon.ingest import Clock
     from daemon.verify.runner import VerifySummary
 
 
@@ -310,8 +312,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         db=Path(args.db) if args.db else None,
         listen=args.listen,
     )
-    clock = file_clock(Path(args.clock_file)) if args.clock_file else system_clock
+    clock = args.clock_warp or (file_clock(Path(args.clock_file)) if args.clock_file else system_clock)
     return Daemon(config, config_path=config_path, overrides=overrides, clock=clock).run()
+
+
+def clock_warp(value: str) -> Clock:
+    """``--clock-warp ORIGIN,SINCE,RATE`` (an RFC 3339 time, a Unix time, a positive factor) as a clock."""
+    from daemon.app import warped_clock
+
+    try:
+        origin, since, rate = value.split(",")
+        at, began, factor = parse_ts(origin), float(since), float(rate)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected ORIGIN,SINCE,RATE (RFC 3339, Unix time, factor): {exc}") from exc
+    if not (math.isfinite(began) and math.isfinite(factor) and factor > 0):
+        raise argparse.ArgumentTypeError(f"SINCE must be finite and RATE finite and positive: {value}")
+    return warped_clock(at, began, factor)
 
 
 def _date(value: str) -> date:
@@ -422,6 +438,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--listen", metavar="HOST:PORT", help="HTTP address (overrides [daemon] listen)")
     # Test hook: read "now" from a file, so tests move time without sleeping.
     p.add_argument("--clock-file", metavar="FILE", help=argparse.SUPPRESS)
+    # Benchmark hook: ORIGIN,SINCE,RATE, a clock RATE times fast that read ORIGIN at the Unix time SINCE.
+    p.add_argument("--clock-warp", metavar="ORIGIN,SINCE,RATE", type=clock_warp, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("checks", help="move check results in and out as JSON Lines")

@@ -10,8 +10,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from freezegun import freeze_time
 
 from collectors.rfc3339 import format_ts
+from daemon.cli import build_parser
 from tests.daemon_harness import Running, daemon, stop, wait_for, write_config
 
 
@@ -302,3 +304,15 @@ def test_promtool_accepts_the_live_metrics(tmp_path: Path) -> None:
         proc = subprocess.run([promtool, "check", "metrics"], input=text.encode(), capture_output=True, timeout=60)
         assert proc.returncode == 0 and proc.stdout == b"" and proc.stderr == b"", proc
         assert stop(d)[0] == 0
+
+
+def test_the_soak_clock_runs_rate_times_fast_from_its_origin_and_bad_values_are_refused() -> None:
+    """``run --clock-warp ORIGIN,SINCE,RATE`` (the fast-clock soak's): ten real seconds at 8,640 × are a day."""
+    with freeze_time("2026-06-01T00:00:10Z"):
+        since = time.time() - 10
+        args = build_parser().parse_args(["run", "--clock-warp", f"2026-01-01T00:00:00Z,{since!r},8640"])
+        assert args.clock_warp() == datetime(2026, 1, 2, tzinfo=UTC)
+    for bad in ["2026-01-01T00:00:00Z,1", "yesterday,1,2", "2026-01-01T00:00:00Z,1,0", "2026-01-01T00:00:00Z,1,-2",
+                "2026-01-01T00:00:00Z,nan,2", "2026-01-01T00:00:00Z,1,inf"]:
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["run", "--clock-warp", bad])
