@@ -285,6 +285,7 @@ def _assert_indexes_hold(model: LiveModel) -> None:
     for a in model._agents.values():
         assert len(a.counts) == len(a.pts) == len(a.events)
         assert a.pts_sorted == sorted(p for p in a.pts if p is not None)
+        assert all(p <= d.ts for d, p in zip(a.events, a.pts, strict=True) if p is not None)  # _sum counts on it
         assert a.repeats == [d for d, p in zip(a.events, a.pts, strict=True) if p is not None]
         assert set(a.repeat_counts) == {id(d) for d in a.repeats}
         assert {id(d) for d in a.awaiting} <= {id(d) for d in a.events}
