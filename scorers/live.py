@@ -107,9 +107,8 @@ def outcome_part(config: Config) -> Config:
 #: How far behind the longest window the model keeps records (see :meth:`LiveModel._evict`): the clock may step back
 #: this far without a reload from the store.
 EVICT_SLACK = timedelta(days=1)
-#: Records are let go in steps of this much time: each step walks every held record once (the bench's evaluation that
-#: does it, on 961k records: 0.67 s against 51 ms without), so once a day; memory holds at most this much more than the
-#: windows and the slack.
+#: Records are let go in steps of this much time: each step takes that day's records out of the indexes (the
+#: benchmark's 32k a day in ~0.3 s), so once a day; memory holds at most this much more than the windows and the slack.
 EVICT_EVERY = timedelta(days=1)
 
 #: What the store holds under some ids: every event with one of them, every label on one of them.
@@ -935,9 +934,7 @@ class LiveModel:
         self._dirty.pop(id(e), None)
         self._touch_neighbours(e, a)
         if not a.events:
-            del self._agents[e.agent]
-            for name, _ in self.config.scoring.windows:
-                self._results.pop((e.agent, name), None)
+            self._forget_agent(e.agent)
 
     def _unindex_all(self, winners: Collection[_Record]) -> None:
         """Take winners out of the indexes at once, marking nothing (records let go behind every window, see
@@ -986,9 +983,13 @@ class LiveModel:
             _drop_records(a.repeats, gone, until)
             _drop_records(a.awaiting, gone, until)
             if not a.events:
-                del self._agents[agent]
-                for name, _ in self.config.scoring.windows:
-                    self._results.pop((agent, name), None)
+                self._forget_agent(agent)
+
+    def _forget_agent(self, agent: str) -> None:
+        """An agent with no visible decision left: it goes, and its cached results with it."""
+        del self._agents[agent]
+        for name, _ in self.config.scoring.windows:
+            self._results.pop((agent, name), None)
 
     def _index_paths(self, e: Event, *, add: bool) -> None:
         paths = paths_of(e)
@@ -1310,22 +1311,24 @@ class LiveModel:
             if cached is not None and cached[0] == key:
                 agents[agent] = cached[1]
                 continue
-            result = self._sum(agent, a, lo, edge)
+            result = self._sum(agent, a, lo, edge, stale)
             self.summed += 1
             self._results[(agent, name)] = (key, result)
             agents[agent] = result
         return WindowResult(at, name, width, self.config.weights_active, agents)
 
-    def _sum(self, agent: str, a: _Agent, lo: int, edge: datetime) -> AgentResult:
+    def _sum(self, agent: str, a: _Agent, lo: int, edge: datetime, stale: int) -> AgentResult:
+        """The agent's result over its decisions from ``lo``; ``stale`` of its repeats have their previous answer at or
+        before ``edge``."""
         totals = _range_sums(a, lo)
         # A repeat whose previous answer left the window counts as — (spec 3.5: both answers in the window).
-        if a.pts_sorted and a.pts_sorted[0] <= edge:  # else no repeat's previous answer has left the window
+        if stale:  # else no repeat's previous answer has left the window
             first = bisect.bisect_right(a.repeats, edge, key=_ts)
-            # A previous answer is never later than its repeat: of the repeats whose previous answer is up to the
-            # edge, the first `first` are themselves up to it, and the rest are the ones to take out. Counting them
-            # ends the walk at the last one instead of at the window's end (a third of the summing time on the
+            # A previous answer is never later than its repeat: of the `stale` repeats whose previous answer is up to
+            # the edge, the first `first` are themselves up to it, and the rest are the ones to take out. Counting
+            # them ends the walk at the last one instead of at the window's end (a third of the summing time on the
             # benchmark's store).
-            left = bisect.bisect_right(a.pts_sorted, edge) - first
+            left = stale - first
             for d in itertools.islice(a.repeats, first, None):
                 if not left:
                     break
