@@ -661,7 +661,7 @@ class Daemon:
         try:
             written = self._changelog.append(entries)
         except OSError as exc:
-            log.error("changelog %s: %s", self.changelog_path(), exc)
+            log.error("changelog %s: %s", path, exc)
             return
         for entry in written:
             log.info("changelog: %s", entry.key)
