@@ -102,8 +102,12 @@ class IngestStats:
 
     def merge(self, other: IngestStats) -> None:
         """Add another pass's figures to these."""
-        self.records.update(other.records)
-        self.rejects.update(other.rejects)
+        # Most figures merged are a single file's, with nothing rejected: Counter.update is not free (four merges
+        # per log per pass, a few % of a busy daemon's ingest), so the empty ones are skipped.
+        if other.records:
+            self.records.update(other.records)
+        if other.rejects:
+            self.rejects.update(other.rejects)
         self.files += other.files
         self.deleted += other.deleted
 
@@ -125,6 +129,12 @@ class Ingester:
         store.on_commit = self._on_commit
         store.on_rollback = self._on_rollback
         self._confinement: Confinement | None = None  # the directories resolved in this ingest_paths
+        #: The cursor and index row the store holds for each path read or written here, so that a log appended to
+        #: all day is not looked up again in every pass (two of the five statements per log and pass). The daemon
+        #: is the store's only writer, and every write goes through here; a rollback drops them all (the store
+        #: may have lost what was written since the last COMMIT), and each is read again at its next use.
+        self._cursors: dict[str, Cursor | None] = {}
+        self._rows: dict[str, IndexRow | None] = {}
 
     def source_of(self, rel: str) -> str | None:
         """Which source a relative path belongs to (heartbeats, labels, briefs, findings, evals)."""
@@ -158,7 +168,7 @@ class Ingester:
             stats = IngestStats()
             if self.source_of(rel) in ("heartbeats", "labels"):
                 stats.merge(self._tail(rel, None))
-            index = self.store.index_rows().get(rel)
+            index = self._row(rel)
             if index is not None and index.deleted is None:
                 stats.merge(self._delete(rel))
             return stats
@@ -176,6 +186,7 @@ class Ingester:
         self._new_pass()
         total = IngestStats()
         self._confinement = Confinement(self.root)
+        ended = False
         try:
             self._begin_group()
             self.store.grouped = True
@@ -183,12 +194,15 @@ class Ingester:
                 total.merge(self.ingest_path(rel, observed=observed))
                 self._group_check()
             self._end_group()
+            ended = True
         finally:
             self._group_lines = None
             self._confinement = None
             self.store.grouped = False
-            if self.store.conn.in_transaction:
-                self.store.conn.rollback()
+            if not ended:
+                # Whether or not SQLite has rolled back already (SQLITE_FULL does, and leaves no transaction open).
+                if self.store.conn.in_transaction:
+                    self.store.conn.rollback()
                 self._on_rollback()
         return total
 
@@ -201,6 +215,30 @@ class Ingester:
 
     def _on_rollback(self) -> None:
         self._staged = IngestStats()  # rolled back: never to be counted, whoever commits next
+        self._cursors.clear()
+        self._rows.clear()
+
+    def _cursor(self, rel: str) -> Cursor | None:
+        try:
+            return self._cursors[rel]
+        except KeyError:
+            cursor = self._cursors[rel] = self.store.cursor(rel)
+            return cursor
+
+    def _put_cursor(self, cursor: Cursor) -> None:
+        self.store.put_cursor(cursor)
+        self._cursors[cursor.path] = cursor
+
+    def _row(self, rel: str) -> IndexRow | None:
+        try:
+            return self._rows[rel]
+        except KeyError:
+            row = self._rows[rel] = self.store.index_rows_get(rel)
+            return row
+
+    def _put_file(self, row: IndexRow) -> None:
+        self.store.put_file(row)
+        self._rows[row.path] = row
 
     def _count(self, stats: IngestStats, source: str, n: int) -> None:
         """``n`` records of ``source`` written in the open transaction."""
@@ -238,7 +276,7 @@ class Ingester:
 
     def _index(self, info: FileInfo, fm_created: datetime | None, observed: bool, sha: str | None = None) -> bool:
         """Update the index entry of a file; True iff it is new or changed. Call inside atomic()."""
-        row = self.store.index_rows_get(info.path)
+        row = self._row(info.path)
         seen_at = self.clock() if observed else info.mtime
         changed = row is None or row.deleted is not None or (row.mtime_ns, row.size, row.sha) != (
             info.mtime_ns, info.size, sha
@@ -248,7 +286,7 @@ class Ingester:
         if row is None or row.deleted is not None:
             created = fm_created or seen_at
             with self.store.atomic():
-                self.store.put_file(IndexRow(info.path, created, None, info.mtime_ns, info.size, sha,
+                self._put_file(IndexRow(info.path, created, None, info.mtime_ns, info.size, sha,
                                              fm_created is not None))
                 # Batch semantics (spec 1.4): an mtime that differs from created is a modification.
                 if not observed and info.mtime != created:
@@ -256,7 +294,7 @@ class Ingester:
             return True
         created = fm_created or row.created
         with self.store.atomic():
-            self.store.put_file(IndexRow(info.path, created, None, info.mtime_ns, info.size, sha,
+            self._put_file(IndexRow(info.path, created, None, info.mtime_ns, info.size, sha,
                                          fm_created is not None))
             self.store.add_file_change(info.path, seen_at)
         return True
@@ -269,11 +307,11 @@ class Ingester:
         return stats
 
     def _delete(self, path: str) -> IngestStats:
-        row = self.store.index_rows_get(path)
+        row = self._row(path)
         if row is None:
             return IngestStats()
         with self.store.atomic():
-            self.store.put_file(IndexRow(path, row.created, self.clock(), row.mtime_ns, row.size, row.sha,
+            self._put_file(IndexRow(path, row.created, self.clock(), row.mtime_ns, row.size, row.sha,
                                          row.front_matter))
             # Deleting a brief or finding removes its decision (spec 1.2); logs keep their records.
             self.store.remove_document(path)
@@ -295,7 +333,7 @@ class Ingester:
         if info.path.endswith(".md"):
             text = decode(raw, info.path)
             fm_created = front_matter_ts(text) if isinstance(text, str) else None
-        row = self.store.index_rows_get(info.path)
+        row = self._row(info.path)
         if row is not None and row.deleted is None and row.sha == sha and row.mtime_ns == info.mtime_ns:
             return stats
         with self.store.atomic():
@@ -337,7 +375,7 @@ class Ingester:
         """Read what is new in one JSON Lines source, following rotation and truncation."""
         stats = IngestStats()
         source = self.source_of(rel) or "heartbeats"
-        cursor = self.store.cursor(rel)
+        cursor = self._cursor(rel)
         if cursor is not None and (info is None or (info.dev, info.ino) != (cursor.dev, cursor.ino)):
             # Identity changed or the file is gone: finish the old file wherever it now lives.
             old = self._rotated_copy(rel, cursor)
@@ -391,7 +429,7 @@ class Ingester:
                     cursor = self._commit(self._parse(lines, cursor, line, source), cursor, fd, end, line, source,
                                           stats)
                     lines = []
-            if lines or end != cursor.offset or self.store.cursor(cursor.path) != cursor:
+            if lines or end != cursor.offset or self._cursor(cursor.path) != cursor:
                 cursor = self._commit(self._parse(lines, cursor, line, source), cursor, fd, end, line, source, stats)
         return cursor
 
@@ -415,7 +453,7 @@ class Ingester:
                 self._count(stats, source, self.store.add_labels(parsed.labels))
             for reject in parsed.rejects:
                 self._reject(reject, source, cursor.generation, stats)
-            self.store.put_cursor(moved)
+            self._put_cursor(moved)
         if self._group_lines is not None:
             self._group_lines += len(parsed.rows) + len(parsed.labels) + len(parsed.rejects)
             self._group_check()  # a long file does not hold one transaction open from start to end

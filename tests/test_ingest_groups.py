@@ -90,6 +90,36 @@ def test_a_refused_group_rolls_back_and_is_retried_exactly_once(tmp_path: Path) 
     assert sorted(e[3] for e in events) == sorted(f"a{a}-{i}" for a in range(5) for i in range(3020))
 
 
+def test_a_refused_group_forgets_the_cursors_it_moved(tmp_path: Path) -> None:
+    """The ingester keeps the cursors it wrote between passes; a group refused after some logs' cursors moved must
+    not leave it believing them: their lines are read again at the retry (else they would be lost)."""
+    root = tmp_path / "state"
+    rels = _logs(root, 5, 20)
+    with Store.open(tmp_path / "s.db") as store:
+        ingester = Ingester(store, root, Config(), clock=lambda: AT)
+        ingester.ingest_paths(rels)
+        for rel in rels[:4]:  # a few lines in the first four: their cursors move in the open group
+            with (root / rel).open("a") as f:
+                f.write(json.dumps({"id": f"{rel}-new", "ts": "2026-05-01T00:00:00Z", "agent": "b", "kind": "dm"})
+                        + "\n")
+        with (root / rels[4]).open("a") as f:  # then more than the space left, in the last
+            f.writelines(json.dumps({"id": f"big-{i}", "ts": "2026-05-01T00:00:00Z", "agent": "b", "kind": "dm",
+                                     "text": "x" * 500}) + "\n" for i in range(3000))
+        pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
+        store.conn.execute(f"PRAGMA max_page_count = {pages}")
+        with pytest.raises(sqlite3.OperationalError):
+            ingester.ingest_paths(rels)
+        store.conn.execute("PRAGMA max_page_count = 1073741823")
+        ingester.ingest_paths(rels)
+        # The file index too: each log's row is its size now (a believed, rolled-back update would skip it).
+        sizes = dict(store.conn.execute("SELECT path, size FROM files").fetchall())
+        assert sizes == {rel: (root / rel).stat().st_size for rel in rels}
+    events, _ = _state(tmp_path / "s.db")
+    ids = [e[3] for e in events]
+    assert len(ids) == len(set(ids)) == 5 * 20 + 4 + 3000
+    assert {f"{rel}-new" for rel in rels[:4]} <= set(ids)
+
+
 def _rows(db: Path) -> int:
     conn = sqlite3.connect(db)
     try:
