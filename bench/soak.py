@@ -241,6 +241,7 @@ class Sample:
     rss_mb: float
     cpu_pct: float
     wal_mb: float
+    speed_ms: float
 
 
 @dataclass
@@ -273,13 +274,31 @@ def wait(predicate: Any, timeout: float, what: str) -> float:
 
 
 HEADER = (f"{'t(s)':>6} {'written':>9} {'ingested':>9} {'backlog':>8} {'db-backlog':>10} {'latency(s)':>10}"
-          f" {'RSS(MB)':>8} {'CPU%':>5} {'WAL(MB)':>7}")
+          f" {'RSS(MB)':>8} {'CPU%':>5} {'WAL(MB)':>7} {'speed(ms)':>9}")
+#: The fixed work whose CPU time each sample takes as the machine's speed (see machine_speed_ms).
+SPEED_LOOP = 300_000
+
+
+def machine_speed_ms() -> float:
+    """The CPU time, in ms, of a fixed pure-Python loop: the machine's speed at this moment.
+
+    On this project's 2-core VM the same loop takes from ~23 to ~50 ms from one moment to the next with nothing
+    else running (the host's load, invisible as steal time), and the daemon's CPU per event, its share of a core
+    and its latency move with it. Each sample records it, so runs are compared at the speed they ran at. Thread
+    CPU time: waiting for the GIL (the writer's and the probe's threads) does not count.
+    """
+    start = time.thread_time()
+    total = 0
+    for i in range(SPEED_LOOP):
+        total += i
+    return round((time.thread_time() - start) * 1000, 1)
+
 
 
 def row(s: Sample) -> str:
     latency = f"{s.latency_s:.2f}" if s.latency_s is not None else "-"
     return (f"{s.t:6.0f} {s.written:9d} {s.ingested_metric:9d} {s.backlog_metric:8d} {s.backlog_db:10d}"
-            f" {latency:>10} {s.rss_mb:8.0f} {s.cpu_pct:5.0f} {s.wal_mb:7.1f}")
+            f" {latency:>10} {s.rss_mb:8.0f} {s.cpu_pct:5.0f} {s.wal_mb:7.1f} {s.speed_ms:9.1f}")
 
 
 def soak(minutes: float, rate: int, agents: int, work: Path, days_per_minute: float = 0.0) -> Result:
@@ -354,6 +373,7 @@ def soak(minutes: float, rate: int, agents: int, work: Path, days_per_minute: fl
             "SELECT count(DISTINCT id) FROM events WHERE id LIKE 'soak-%' OR id LIKE 'probe-%'").fetchone()[0]
         latencies = sorted(s for _, s in probe.latencies)
         rss = [s.rss_mb for s in result.samples]
+        speeds = sorted(s.speed_ms for s in result.samples)
         second_half = [s.rss_mb for s in result.samples if s.t >= minutes * 30]
         result.summary = {
             "events_written": expected, "rotations": writer.rotations, "stored": stored,
@@ -363,6 +383,7 @@ def soak(minutes: float, rate: int, agents: int, work: Path, days_per_minute: fl
                           "p50": _pct(latencies, 50), "p95": _pct(latencies, 95), "p99": _pct(latencies, 99),
                           "max": latencies[-1] if latencies else None},
             "daemon_cpu_pct_mean": round(sum(s.cpu_pct for s in result.samples) / len(result.samples), 1),
+            "machine_speed_ms": {"min": min(speeds), "median": speeds[len(speeds) // 2], "max": max(speeds)},
             "backlog_max": {"metric": max(s.backlog_metric for s in result.samples),
                             "db": max(s.backlog_db for s in result.samples)},
             "rss_mb": {"first_sample": rss[0], "last_sample": rss[-1], "max_sampled": max(rss),
@@ -396,7 +417,7 @@ def take_sample(pid: int, base: str, db: Path, t0: float, writer: Writer, probe:
         t=round(now - t0, 1), written=written, ingested_metric=ingested, backlog_metric=written - ingested,
         backlog_db=written - in_db, latency_s=round(probe.latencies[-1][1], 3) if probe.latencies else None,
         rss_mb=round(status.get("VmRSS", 0) / 1024, 1), cpu_pct=round(cpu, 1),
-        wal_mb=round(wal.stat().st_size / 1e6, 2) if wal.exists() else 0.0,
+        wal_mb=round(wal.stat().st_size / 1e6, 2) if wal.exists() else 0.0, speed_ms=machine_speed_ms(),
     )
 
 
