@@ -47,6 +47,7 @@ from collectors.records import EvalReport
 from daemon import changelog, modelcache
 from daemon.api import HTTP_LIMITS, HTTP_LOG, make_app
 from daemon.config import COMPONENTS, Config, ConfigError, load_config
+from daemon.gcpolicy import Freezer
 from daemon.ingest import Clock, Ingester, IngestStats, store_full, system_clock
 from daemon.live import LiveFeed
 from daemon.metrics import make_registry
@@ -204,6 +205,7 @@ class Daemon:
         self._poll_task: asyncio.Task[None] | None = None
         self.feed: LiveFeed | None = None
         self._history_written: tuple[date, float] | None = None
+        self.freezer = Freezer()  # records that arrive stay out of the full collections (daemon/gcpolicy.py)
         #: The changelog appender (it remembers the keys the file holds): made at the first write.
         self._changelog: changelog.Appender | None = None
         self._job_tasks: set[asyncio.Task[Any]] = set()
@@ -620,6 +622,7 @@ class Daemon:
             snap = Snapshot(at=at, config=config, windows=windows, counters=self._counters(), evals=evals,
                             model=feed.size)
             self._snapshot = snap
+            self.freezer.after_evaluation()
             if self._history_due(snap):
                 async with self.lock:
                     try:

@@ -1,0 +1,68 @@
+"""Keep the cyclic garbage collector off the scoring model's objects as they arrive.
+
+The model holds a Python object per record (scorers/live.py), hundreds of thousands of them, and CPython's full
+collection walks every tracked object outside the permanent generation. The daemon freezes the model it loads
+(daemon/app.py ``_load_feed``), but records that arrive later pile up in the oldest generation, and each full
+collection then walks all of them: on the soak's fast clock (a month's records arriving in five minutes) full
+collections came every 6-7 s and grew to over 130 ms a minute in, and the probes that met one waited up to 0.57 s.
+
+So after evaluations, at most every ``every`` seconds, the young generations are collected (their cyclic garbage
+goes) and everything left is frozen: a full collection then walks only what arrived since. The model's records
+hold no reference cycles, so frozen ones are still freed by reference counting when the model lets them go. What
+freezing can keep is cyclic garbage already in the oldest generation (objects that survived two collections and
+then fell into a cycle; a handful per full collection, measured); to bound that, once every ``sweep_every``
+seconds everything is unfrozen and collected in full: one pause (about a second with a million-record model),
+once a day by default, logged with its length.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections.abc import Callable
+
+log = logging.getLogger("honestyd.gc")
+
+#: Seconds between two freezes: a full collection walks at most this long's new objects (~5 s × 2,000 events/s).
+FREEZE_EVERY = 5.0
+#: Seconds between two full sweeps of everything, frozen or not (what bounds the cyclic garbage freezing keeps).
+SWEEP_EVERY = 86_400.0
+
+
+class Freezer:
+    """Freeze what survived since the last freeze, now and then; sweep everything once in a long while."""
+
+    def __init__(self, every: float = FREEZE_EVERY, sweep_every: float = SWEEP_EVERY,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.every = every
+        self.sweep_every = sweep_every
+        self.clock = clock
+        now = clock()
+        self._frozen = now
+        self._swept = now
+        self.freezes = 0
+        self.sweeps = 0
+
+    def after_evaluation(self) -> None:
+        """Called after each evaluation (in the event loop: a young collection costs a few ms at most)."""
+        now = self.clock()
+        if now - self._swept >= self.sweep_every:
+            self.sweep()
+        elif now - self._frozen >= self.every:
+            gc.collect(1)  # the young generations' cyclic garbage goes now, not into the permanent generation
+            gc.freeze()
+            self._frozen = now
+            self.freezes += 1
+
+    def sweep(self) -> None:
+        """Unfreeze everything, collect it all, freeze what survives (one full pause)."""
+        started = time.perf_counter()
+        frozen = gc.get_freeze_count()
+        gc.unfreeze()
+        collected = gc.collect()
+        gc.freeze()
+        self._frozen = self._swept = self.clock()
+        self.sweeps += 1
+        log.info("garbage collector: full sweep of %d frozen objects collected %d in %.2f s", frozen, collected,
+                 time.perf_counter() - started)

@@ -1,0 +1,81 @@
+"""The daemon's garbage-collector policy (daemon/gcpolicy.py), on the real collector with an injected clock."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from daemon.gcpolicy import Freezer
+
+
+class Node:
+    """Something that can sit in a reference cycle."""
+
+    def __init__(self) -> None:
+        self.other: object = None
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(autouse=True)
+def _thawed() -> Iterator[None]:
+    gc.collect()
+    yield
+    gc.unfreeze()  # what a test froze goes back to the collector
+
+
+def _tracked(obj: object) -> bool:
+    """True iff ``obj`` is in one of the collector's generations (frozen objects are not)."""
+    return any(o is obj for o in gc.get_objects())
+
+
+def _cycle() -> weakref.ref[Node]:
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    return weakref.ref(a)
+
+
+def test_nothing_before_its_time_then_survivors_frozen_and_young_cycles_collected() -> None:
+    clock = Clock()
+    freezer = Freezer(every=5.0, sweep_every=100.0, clock=clock)
+    kept = [Node()]
+    clock.now = 4.9
+    freezer.after_evaluation()
+    assert freezer.freezes == 0 and _tracked(kept)
+    garbage = _cycle()  # young cyclic garbage: a freeze now must not keep it
+    assert garbage() is not None
+    clock.now = 5.0
+    freezer.after_evaluation()
+    assert freezer.freezes == 1
+    assert garbage() is None
+    assert not _tracked(kept) and gc.get_freeze_count() > 0
+    newer = [Node()]
+    freezer.after_evaluation()  # within `every` of the last freeze
+    assert freezer.freezes == 1 and _tracked(newer)
+
+
+def test_a_sweep_collects_cyclic_garbage_that_was_frozen() -> None:
+    clock = Clock()
+    freezer = Freezer(every=5.0, sweep_every=100.0, clock=clock)
+    garbage = _cycle()
+    gc.freeze()  # frozen while alive, then dropped: only a sweep can find it
+    gc.collect()
+    assert garbage() is not None
+    clock.now = 99.0
+    freezer.after_evaluation()  # a freeze, not a sweep
+    assert garbage() is not None and (freezer.freezes, freezer.sweeps) == (1, 0)
+    clock.now = 100.0
+    kept = [Node()]
+    freezer.after_evaluation()
+    assert freezer.sweeps == 1
+    assert garbage() is None
+    assert not _tracked(kept)  # what survived the sweep is frozen again
