@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from collectors.evals import parse_eval
 from collectors.jsonl import parse_event, parse_label, strip_ending
@@ -31,6 +31,7 @@ from daemon.store import CitationRow, EventRow, IndexRow, Store, event_rows
 log = logging.getLogger("honestyd.ingest")
 
 BATCH_LINES = 5000
+T = TypeVar("T")
 Clock = Callable[[], datetime]
 
 
@@ -110,6 +111,15 @@ class IngestStats:
             self.rejects.update(other.rejects)
         self.files += other.files
         self.deleted += other.deleted
+
+
+def _read_through(cache: dict[str, T], key: str, load: Callable[[str], T]) -> T:
+    """``cache[key]``, loaded on a miss."""
+    try:
+        return cache[key]
+    except KeyError:
+        value = cache[key] = load(key)
+        return value
 
 
 class Ingester:
@@ -219,22 +229,14 @@ class Ingester:
         self._rows.clear()
 
     def _cursor(self, rel: str) -> Cursor | None:
-        try:
-            return self._cursors[rel]
-        except KeyError:
-            cursor = self._cursors[rel] = self.store.cursor(rel)
-            return cursor
+        return _read_through(self._cursors, rel, self.store.cursor)
 
     def _put_cursor(self, cursor: Cursor) -> None:
         self.store.put_cursor(cursor)
         self._cursors[cursor.path] = cursor
 
     def _row(self, rel: str) -> IndexRow | None:
-        try:
-            return self._rows[rel]
-        except KeyError:
-            row = self._rows[rel] = self.store.index_rows_get(rel)
-            return row
+        return _read_through(self._rows, rel, self.store.index_rows_get)
 
     def _put_file(self, row: IndexRow) -> None:
         self.store.put_file(row)
