@@ -289,7 +289,7 @@ class Ingester:
             created = fm_created or seen_at
             with self.store.atomic():
                 self._put_file(IndexRow(info.path, created, None, info.mtime_ns, info.size, sha,
-                                             fm_created is not None))
+                                        fm_created is not None))
                 # Batch semantics (spec 1.4): an mtime that differs from created is a modification.
                 if not observed and info.mtime != created:
                     self.store.add_file_change(info.path, info.mtime)
@@ -297,7 +297,7 @@ class Ingester:
         created = fm_created or row.created
         with self.store.atomic():
             self._put_file(IndexRow(info.path, created, None, info.mtime_ns, info.size, sha,
-                                         fm_created is not None))
+                                    fm_created is not None))
             self.store.add_file_change(info.path, seen_at)
         return True
 
@@ -314,7 +314,7 @@ class Ingester:
             return IngestStats()
         with self.store.atomic():
             self._put_file(IndexRow(path, row.created, self.clock(), row.mtime_ns, row.size, row.sha,
-                                         row.front_matter))
+                                    row.front_matter))
             # Deleting a brief or finding removes its decision (spec 1.2); logs keep their records.
             self.store.remove_document(path)
             if self.source_of(path) == "evals":
