@@ -282,9 +282,9 @@ SPEED_LOOP = 300_000
 def machine_speed_ms() -> float:
     """The CPU time, in ms, of a fixed pure-Python loop: the machine's speed at this moment.
 
-    On this project's 2-core VM the same loop takes from ~23 to ~50 ms from one moment to the next with nothing
-    else running (the host's load, invisible as steal time), and the daemon's CPU per event, its share of a core
-    and its latency move with it. Each sample records it, so runs are compared at the speed they ran at. Thread
+    On this project's 2-core VM the same loop takes from ~9 to ~21 ms of CPU from one moment to the next with
+    nothing else running (the host's load, invisible as steal time), and the daemon's CPU per event, its share of a
+    core and its latency move with it. Each sample records it, so runs are compared at the speed they ran at. Thread
     CPU time: waiting for the GIL (the writer's and the probe's threads) does not count.
     """
     start = time.thread_time()
@@ -292,7 +292,6 @@ def machine_speed_ms() -> float:
     for i in range(SPEED_LOOP):
         total += i
     return round((time.thread_time() - start) * 1000, 1)
-
 
 
 def row(s: Sample) -> str:
