@@ -7,7 +7,10 @@ timestamp without an offset is invalid. Results are aware datetimes in UTC.
 
 from __future__ import annotations
 
+import itertools
+import operator
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
 
 _RFC3339 = re.compile(
@@ -28,6 +31,24 @@ def to_us(ts: datetime) -> int:
 def from_us(us: int) -> datetime:
     """Integer microseconds since the epoch → aware UTC datetime (no float rounding)."""
     return EPOCH + timedelta(microseconds=us)
+
+
+#: Below this many microseconds from the epoch either way (2^32 s: the years 1834 to 2106), ``us / 1e6`` is within
+#: 0.24 µs of the exact time (a double near 2^32 has 2^-21 s between neighbours), so ``fromtimestamp``, which
+#: rounds to the nearest microsecond, gives the exact time.
+_FLOAT_EXACT_US = 2**32 * 1_000_000
+
+
+def from_us_many(us: Sequence[int]) -> list[datetime]:
+    """``[from_us(u) for u in us]``, about twice as fast for times in 1834-2106 (a model cache holds a million).
+
+    Through a float there, exact either way (see ``_FLOAT_EXACT_US``); a sequence with any time outside takes the
+    exact path whole.
+    """
+    if us and min(us) > -_FLOAT_EXACT_US and max(us) < _FLOAT_EXACT_US:
+        return list(map(datetime.fromtimestamp, map(operator.truediv, us, itertools.repeat(1e6)),
+                        itertools.repeat(UTC)))
+    return list(map(EPOCH.__add__, map(timedelta, itertools.repeat(0), itertools.repeat(0), us)))
 
 
 class TimestampError(ValueError):

@@ -52,7 +52,7 @@ from typing import Any, NamedTuple
 from collectors import phrases
 from collectors.citations import path_never_exists
 from collectors.records import CheckResult, Event, FileEntry, Label, Order
-from collectors.rfc3339 import from_us, to_us
+from collectors.rfc3339 import from_us, from_us_many, to_us
 from collectors.statedir import glob_regex
 from daemon.config import COMPONENTS, Config
 from scorers import consistency_under_repeat, gap_surfacing_rate, refusal_correctness, self_correction_rate
@@ -70,7 +70,6 @@ from scorers.score import (
 
 _NEVER = datetime.max.replace(tzinfo=UTC)
 _DAWN = datetime.min.replace(tzinfo=UTC)
-_EPOCH = from_us(0)
 _NO_WIDTH = timedelta(0)  # the width-independent rules ignore it
 #: Position of each component's (passed, counted, pending) in a decision's counts; false gaps last.
 _SLOT = {name: 3 * i for i, name in enumerate(COMPONENTS)}
@@ -210,7 +209,7 @@ def unpack_records(columns: Iterator[Any]) -> list[_Record]:
     out: list[_Record] = []
     for cls in (Event, _Stub):
         c = {f: next(columns) for f in cls._fields}
-        c["ts"] = list(map(_EPOCH.__add__, map(timedelta, itertools.repeat(0), itertools.repeat(0), c["ts"])))
+        c["ts"] = from_us_many(c["ts"])
         c["line"] = list(map(lines.setdefault, c["line"], c["line"]))
         out += map(tuple.__new__, itertools.repeat(cls),  # type: ignore[arg-type]  # tuple.__new__(cls, row)
                    zip(*(c[f] for f in cls._fields), strict=True))
@@ -486,6 +485,9 @@ class LiveModel:
         state["_shadowed"] = list(self._shadowed.values())
         state["_shared"] = {}  # only spares memory for records to come: refilled as they arrive
         state["_dirty"] = list(self._dirty.values())
+        # Each id filed by day as the record it names, where one is held: pickled as a string it would come back a
+        # second copy of the record's own id (a million ids, 53 MB, on the benchmark's store).
+        state["_days"] = {d: [self._winner.get(i, i) for i in ids] for d, ids in self._days.items()}
         state["_by_path"] = {p: list(bucket.values()) for p, bucket in self._by_path.items()}
         state["_signal_claims"] = list(self._signal_claims.values())
         waiting = itertools.chain((h[2] for h in self._hidden), self._loaded)
@@ -498,6 +500,7 @@ class LiveModel:
         state["_winner"] = dict(zip(map(attrgetter("id"), state["_winner"]), state["_winner"], strict=True))
         state["_shadowed"] = {rest[0].id: rest for rest in state["_shadowed"] if rest}
         state["_dirty"] = {id(e): e for e in state["_dirty"]}
+        state["_days"] = {d: [r if type(r) is str else r.id for r in rs] for d, rs in state["_days"].items()}
         state["_by_path"] = defaultdict(dict, {p: {id(e): e for e in b} for p, b in state["_by_path"].items()})
         state["_signal_claims"] = {id(e): e for e in state["_signal_claims"]}
         state["_removed"] = {id(e) for e in state["_removed"]}

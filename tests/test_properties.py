@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import random
 import tempfile
-from datetime import timedelta
+from datetime import UTC, timedelta
 from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.records import Event
+from collectors.rfc3339 import from_us, from_us_many
 from daemon.config import COMPONENTS, Config, GitHub
 from daemon.ingest import Ingester
 from daemon.store import Store
@@ -130,3 +131,18 @@ def test_reingesting_changes_nothing(events: list[Event]) -> None:
         assert set(first["agents"]) <= {"ada", "bo"}
         for a in first["agents"].values():
             assert set(a["components"]) == set(COMPONENTS)
+
+
+_EDGE_US = 2**32 * 1_000_000  # where from_us_many's float path ends
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(
+    st.integers(-_EDGE_US + 1, _EDGE_US - 1),  # the float path
+    st.sampled_from([_EDGE_US - 1, -_EDGE_US + 1, _EDGE_US - 500_001, _EDGE_US - 499_999, 0, -1, 499_999, 500_001]),
+    st.integers(-62_135_596_800_000_000, 253_402_300_799_999_999),  # any time a record can hold (years 1-9999)
+), max_size=40))
+def test_times_from_microseconds_in_bulk_are_exact(us: list[int]) -> None:
+    """The batch conversion the model cache loads through equals the exact one, on either side of its float path."""
+    assert from_us_many(us) == [from_us(u) for u in us]
+    assert all(t.tzinfo is UTC for t in from_us_many(us))
