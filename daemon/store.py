@@ -275,7 +275,8 @@ def event_rows(events: Iterable[Event]) -> tuple[list[EventRow], list[CitationRo
         line = e.line or 0
         rows.append((e.path, e.generation, line, e.id, to_us(e.ts), e.agent, e.kind, e.thread, e.text, e.prompt,
                      e.reason, _json_list(e.alternatives), _json_list(e.subject), e.corrects))
-        cites.extend((e.path, e.generation, line, i, c.type, c.target) for i, c in enumerate(e.citations))
+        if e.citations:  # most events cite nothing: no generator for those
+            cites.extend((e.path, e.generation, line, i, c.type, c.target) for i, c in enumerate(e.citations))
     return rows, cites
 
 
