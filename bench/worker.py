@@ -82,7 +82,7 @@ def task_rescore(args: Args) -> Args:
                    events=store.feed_marks()[0])
         out.update(_reload_new_weights(feed, config, later))
         if one is not None:  # a copy of the store: writable, so it has the store id the cache is keyed by
-            out.update(_restart(store, Path(args["db"]), config, later, feed))
+            out.update(_save_cache(store, Path(args["db"]), feed))
             out.update(_one_event(store, one, config, later, feed, args))
         # Last (the clock cannot go back a day after it without a rebuild): a day on, the evaluation that lets go
         # of the records behind the windows (once a day: it walks every record held).
@@ -112,37 +112,55 @@ def _reload_new_weights(feed: Any, config: Any, at: Any) -> Args:
     return {"reload": t1 - t0, "reload_summed": summed}
 
 
-def _restart(store: Any, db: Path, config: Any, at: Any, feed: Any) -> Args:
-    """A clean stop writes the model cache; the next start reads it, catches up and evaluates (daemon/modelcache.py).
-    The loaded model must give the same windows as the one that was written."""
+def _save_cache(store: Any, db: Path, feed: Any) -> Args:
+    """A clean stop writes the model cache (daemon/modelcache.py); ``task_restart``, a fresh process as a restart is,
+    reads it after this worker has gone on (one more event ingested: the start catches up)."""
     from daemon import modelcache
 
-    path = modelcache.path_for(db)
+    t0 = time.perf_counter()
+    size = modelcache.save(feed, modelcache.path_for(db), store.store_id())
+    return {"cache_save": time.perf_counter() - t0, "cache_bytes": size}
+
+
+def windows_digest(windows: Any) -> str:
+    """A digest of what an evaluation returned (every window, agent and figure), to compare two processes' models."""
+    import hashlib
+
+    return hashlib.sha256(repr(sorted(windows.items())).encode()).hexdigest()
+
+
+def task_restart(args: Args) -> Args:
+    """The daemon's start from the model cache the rescore worker wrote: open the store, read the cache, catch up
+    with what the store committed since (sync), evaluate; the windows' digest, and this process's peak memory."""
+    from collectors.rfc3339 import from_us
+    from daemon import modelcache
+    from daemon.config import load_config
+    from daemon.store import Store
+
+    config = load_config(Path(args["config"]))
+    db = Path(args["db"])
+    store = Store.open(db)
     try:
         t0 = time.perf_counter()
-        size = modelcache.save(feed, path, store.store_id())
+        loaded = modelcache.load(modelcache.path_for(db), config, store, freeze=True)  # as the daemon does
         t1 = time.perf_counter()
-        gc.collect()
-        t2 = time.perf_counter()
-        loaded = modelcache.load(path, config, store, freeze=True)  # as the daemon does
-        t3 = time.perf_counter()
         if loaded is None:
-            raise RuntimeError("the model cache just written was refused (see the log)")
+            raise RuntimeError("the model cache the rescore worker wrote was refused (see the log)")
         loaded.sync(store)
-        windows = loaded.evaluate(at)
-        t4 = time.perf_counter()
+        windows = loaded.evaluate(from_us(int(args["at_us"])))
+        t2 = time.perf_counter()
     finally:
-        path.unlink(missing_ok=True)
-    same = windows == feed.evaluate(at)
-    del loaded
-    gc.collect()
-    return {"cache_save": t1 - t0, "cache_bytes": size, "restart_load": t3 - t2, "restart": t4 - t2,
-            "restart_same": float(same)}
+        store.close()
+    with open("/proc/self/status") as f:
+        hwm = next((int(line.split()[1]) for line in f if line.startswith("VmHWM:")), 0)
+    return {"restart_load": t1 - t0, "restart": t2 - t0, "restart_digest": windows_digest(windows),
+            "restart_hwm_mb": hwm / 1024}
 
 
 def _one_event(store: Any, one: Args, config: Any, at: Any, feed: Any, args: Args) -> Args:
     from datetime import timedelta
 
+    from collectors.rfc3339 import to_us
     from daemon.ingest import Ingester
 
     root, rel = Path(one["root"]), one["rel"]
@@ -163,6 +181,8 @@ def _one_event(store: Any, one: Args, config: Any, at: Any, feed: Any, args: Arg
         "one_total": t4 - t0, "one_seen": float(applied >= 1), "one_evaluated": feed.model.evaluated,
         "one_summed": feed.model.summed,
         "one_agents": max((len(w.agents) for w in windows.values()), default=0),
+        # What a start from the cache must score at the same instant (task_restart).
+        "one_at_us": to_us(at + timedelta(milliseconds=100)), "one_digest": windows_digest(windows),
     }
 
 
@@ -323,7 +343,8 @@ def skewed_hosts(hosts: int, checks: int) -> list[int]:
 
 
 TASKS: dict[str, Callable[[Args], Args]] = {
-    "jsonl": task_jsonl, "rescore": task_rescore, "scrape": task_scrape, "verify": task_verify,
+    "jsonl": task_jsonl, "rescore": task_rescore, "restart": task_restart, "scrape": task_scrape,
+    "verify": task_verify,
 }
 
 
