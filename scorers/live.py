@@ -181,6 +181,8 @@ class _Stub(NamedTuple):
 
 #: What the model stores for a record: the whole event, or the stub of one no rule reads.
 _Record = Event | _Stub
+#: The classes of the records :meth:`LiveModel.records` lists (the model cache refers to them by position).
+RECORD_TYPES: tuple[type, ...] = (Event, _Stub)
 
 
 def pack_records(records: Iterable[_Record]) -> tuple[list[_Record], Iterator[Any]]:

@@ -134,6 +134,23 @@ def test_a_loaded_model_files_its_records_own_ids_by_day(world: World) -> None:
     assert all(winners[i].id is i for i in held)
 
 
+def test_a_loaded_model_holds_each_record_and_its_time_once(world: World) -> None:
+    """The indexes refer to the records, and to the records' times, that the columns brought back: not to copies
+    (written as positions, found by address while writing)."""
+    running = world.fed()
+    modelcache.save(running, world.cache, world.store.store_id())
+    loaded = modelcache.load(world.cache, CONFIG, world.store)
+    assert loaded is not None
+    records = loaded.model.records()
+    held, times = {id(r) for r in records}, {id(r.ts) for r in records}
+    agents = loaded.model._agents.values()
+    indexed = [e for a in agents for e in a.events]
+    previous = [t for a in agents for t in a.pts if t is not None]  # a repeat's previous answer: a record's time
+    assert len(indexed) > 100 and previous
+    assert all(id(e) in held for e in indexed)
+    assert all(id(t) in times for t in previous)
+
+
 def test_a_cache_the_change_feed_was_pruned_past_is_refused(world: World, caplog: pytest.LogCaptureFixture) -> None:
     running = world.fed()
     modelcache.save(running, world.cache, world.store.store_id())
