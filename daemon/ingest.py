@@ -235,12 +235,19 @@ class Ingester:
         self.store.put_cursor(cursor)
         self._cursors[cursor.path] = cursor
 
+    # Only the rows of the logs tailed here (those with a cursor) are kept: they change in every pass. A Markdown
+    # file's row is read at a scan and when the file changes; keeping all of them held 12 MB of the daemon's peak on
+    # the benchmark's state of 21,840 files.
+
     def _row(self, rel: str) -> IndexRow | None:
-        return _read_through(self._rows, rel, self.store.index_rows_get)
+        if rel in self._cursors:
+            return _read_through(self._rows, rel, self.store.index_rows_get)
+        return self.store.index_rows_get(rel)
 
     def _put_file(self, row: IndexRow) -> None:
         self.store.put_file(row)
-        self._rows[row.path] = row
+        if row.path in self._cursors:
+            self._rows[row.path] = row
 
     def _count(self, stats: IngestStats, source: str, n: int) -> None:
         """``n`` records of ``source`` written in the open transaction."""
@@ -266,6 +273,7 @@ class Ingester:
         source = self.source_of(info.path)
         stats = IngestStats(files=1)
         if source in ("heartbeats", "labels"):
+            self._cursor(info.path)  # first: _tail reads it anyway, and a log with a cursor has its index row kept
             self._index(info, None, observed)
             stats.merge(self._tail(info.path, info))
         elif source is not None or info.path.endswith(".md"):
