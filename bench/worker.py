@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -132,6 +133,7 @@ def windows_digest(windows: Any) -> str:
 def task_restart(args: Args) -> Args:
     """The daemon's start from the model cache the rescore worker wrote: open the store, read the cache, catch up
     with what the store committed since (sync), evaluate; the windows' digest, and this process's peak memory."""
+    from bench.parts.daemon import vm_status
     from collectors.rfc3339 import from_us
     from daemon import modelcache
     from daemon.config import load_config
@@ -151,10 +153,8 @@ def task_restart(args: Args) -> Args:
         t2 = time.perf_counter()
     finally:
         store.close()
-    with open("/proc/self/status") as f:
-        hwm = next((int(line.split()[1]) for line in f if line.startswith("VmHWM:")), 0)
     return {"restart_load": t1 - t0, "restart": t2 - t0, "restart_digest": windows_digest(windows),
-            "restart_hwm_mb": hwm / 1024}
+            "restart_hwm_mb": vm_status(os.getpid())["VmHWM"] / 2**20}
 
 
 def _one_event(store: Any, one: Args, config: Any, at: Any, feed: Any, args: Args) -> Args:

@@ -139,8 +139,10 @@ class Ingester:
         store.on_commit = self._on_commit
         store.on_rollback = self._on_rollback
         self._confinement: Confinement | None = None  # the directories resolved in this ingest_paths
-        #: The cursor and index row the store holds for each path read or written here, so that a log appended to
-        #: all day is not looked up again in every pass (two of the five statements per log and pass). The daemon
+        #: The cursor and index row the store holds for each log tailed here (a path with an entry in _cursors),
+        #: so that a log appended to all day is not looked up again in every pass (two of the five statements per
+        #: log and pass). A Markdown file's row is not kept: it is read at a scan and when the file changes, and
+        #: keeping all of them held 12 MB of the daemon's peak on the benchmark's state of 21,840 files. The daemon
         #: is the store's only writer, and every write goes through here; a rollback drops them all (the store
         #: may have lost what was written since the last COMMIT), and each is read again at its next use.
         self._cursors: dict[str, Cursor | None] = {}
@@ -234,10 +236,6 @@ class Ingester:
     def _put_cursor(self, cursor: Cursor) -> None:
         self.store.put_cursor(cursor)
         self._cursors[cursor.path] = cursor
-
-    # Only the rows of the logs tailed here (those with a cursor) are kept: they change in every pass. A Markdown
-    # file's row is read at a scan and when the file changes; keeping all of them held 12 MB of the daemon's peak on
-    # the benchmark's state of 21,840 files.
 
     def _row(self, rel: str) -> IndexRow | None:
         if rel in self._cursors:

@@ -39,6 +39,7 @@ from bench.core import (
 from bench.data import Dataset, SimArgs, probe_line, remove_db
 from bench.plot import plot_scaling
 from bench.profiling import top
+from daemon import modelcache
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,7 @@ class Batch:
         finally:
             ds.restore()
             remove_db(copy)
-            Path(f"{copy}.model").unlink(missing_ok=True)  # daemon/modelcache.path_for
+            modelcache.path_for(copy).unlink(missing_ok=True)  # left by the rescore worker
         if prof is not None:
             # The worker wrote one file per profiled section; list them in place of the base name.
             self.profiles.remove(next(p for p in self.profiles if p[1] == prof))
