@@ -47,6 +47,7 @@ from urllib.parse import quote
 from collectors.rfc3339 import format_duration, format_ts
 from daemon import limits
 from daemon.config import COMPONENTS, Config, Phrases, Signal
+from daemon.pages import agent_href
 from daemon.snapshot import Snapshot
 from scorers.score import AgentResult, WindowResult, display_percent
 
@@ -123,7 +124,7 @@ def _key_part(text: str) -> str:
 
 def audit_path(agent: str, window: str) -> str:
     """The API path of an agent's audit for a window, percent-encoded (safe for any agent name)."""
-    return f"/agents/{quote(agent, safe='', errors='surrogatepass')}?window={quote(window, safe='')}"
+    return agent_href(agent, window)
 
 
 # --- numbers

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import threading
 from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from collectors.rfc3339 import format_ts
 from tests.daemon_harness import Running, daemon, stop, wait_for
@@ -68,4 +70,71 @@ def test_twenty_thousand_agents_give_a_bounded_scrape(tmp_path: Path) -> None:
         wait_for(lambda: d.metric("honesty_window_decisions", agent="agent-00000", window="24h") == 4, 30,
                  "a second evaluation")
         assert _warnings_naming(d, "agent-01000") == 1
+        assert stop(d)[0] == 0
+
+
+# --- agents named anything
+
+NASTY = (
+    "{{7*7}}", "a/b", "../../etc/passwd", "..", ".", "100%", "%2F", "%25", "a?b=c&d", "a#frag", "sp ace", "+plus",
+    "semi;colon", "back\\slash", "<b>&amp;\"'</b>", "ünï ✓ 名前", "\u202eevil", "ctl\x1b[2J", "tab\there", "~user",
+)
+
+
+class _Links(HTMLParser):
+    """Every ``<a href>`` of a page, and the text of its ``<h1>``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+        self.h1 = ""
+        self._in_h1 = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self.hrefs += [v for k, v in attrs if k == "href" and v]
+        self._in_h1 = tag == "h1"
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_h1 = self._in_h1 and tag != "h1"
+
+    def handle_data(self, data: str) -> None:
+        if self._in_h1:
+            self.h1 += data
+
+
+def _parse(html: str) -> _Links:
+    links = _Links()
+    links.feed(html)
+    return links
+
+
+def test_every_agent_the_index_links_reaches_its_own_page_and_api(tmp_path: Path) -> None:
+    now = datetime.now(UTC)
+    root = tmp_path / "state"
+    (root / "heartbeats").mkdir(parents=True)
+    (root / "heartbeats" / "nasty.jsonl").write_text(
+        "".join(_line(name, k, now - timedelta(minutes=k + 1)) for name in NASTY for k in range(5)), encoding="utf-8")
+    with daemon(tmp_path, root) as d:
+        code, text = d.get("/v1/agents")
+        assert code == 200
+        listed = json.loads(text)["agents"]
+        assert set(listed) == set(NASTY)
+        status, index = d.get("/")
+        assert status == 200
+        hrefs = [h for h in _parse(index).hrefs if h.startswith("/agents/")]
+        assert sorted(hrefs) == sorted(w["audit"] for a in listed.values() for w in a.values())
+        for agent, windows in listed.items():
+            for window, entry in windows.items():
+                href = entry["audit"]
+                code, page = d.get(href)
+                assert code == 200, (agent, href)
+                assert _parse(page).h1 == f"{agent} · {window}", (agent, href)  # escaped in HTML, parsed back
+                segment = urlsplit(href).path.removeprefix("/agents/")
+                assert "/" not in segment
+                for api in (f"/v1/agents/{segment}?window={window}", f"/v1/agents/{segment}/audit?window={window}",
+                            f"/v1/agents/{segment}/history?window={window}"):
+                    code, body = d.get(api)
+                    assert code == 200, (agent, api)
+                    assert json.loads(body)["agent"] == agent, (agent, api)
         assert stop(d)[0] == 0
