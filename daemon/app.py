@@ -368,6 +368,8 @@ class Daemon:
             await asyncio.wait_for(self._flush(), self._config.daemon.drain_timeout)
         except TimeoutError:
             log.warning("drain timed out; %d paths left for the next start's rescan", len(self.pending))
+        if self.ingester is not None:
+            self.ingester.reject_log.flush(everything=True)  # rejects only counted so far get their summary line
         if self._job_tasks:
             # A job may be mid-evaluation in a worker thread: let it finish before the store closes. Wait before
             # the scheduler shuts down, which cancels running job tasks (the thread would go on, store closed under

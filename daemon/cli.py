@@ -121,7 +121,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     config = _load_config_or_exit(Path(args.config) if args.config else None)
     with Store.open(Path(args.db)) as store:
-        stats = Ingester(store, Path(args.state), config).scan()
+        ingester = Ingester(store, Path(args.state), config)
+        stats = ingester.scan()
+        ingester.reject_log.flush(everything=True)  # the rejects only counted, summed up before the report
         counts = store.counts()
     added = sum(stats.records.values())
     rejected = sum(stats.rejects.values())

@@ -1,15 +1,27 @@
-"""Log lines cannot be forged (daemon/logescape.py): unit tests with real loggers."""
+"""Log lines cannot be forged (daemon/logescape.py) and rejected lines are logged at a bounded rate
+(daemon/rejectlog.py): unit tests with real loggers, then ``honestyd ingest`` and the daemon as subprocesses."""
 
 from __future__ import annotations
 
 import io
+import json
 import logging
 import re
 import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
+from collectors.records import Reject
+from collectors.rfc3339 import format_ts
+from daemon.config import Config, Limits
+from daemon.ingest import Ingester
 from daemon.logescape import DAEMON_FORMAT, EscapingFormatter, configure, escape
+from daemon.rejectlog import RejectLog
+from daemon.store import Store
+from tests.conftest import Run
+from tests.daemon_harness import daemon, stop, write_config
 
 FORGED = "2026-01-01 00:00:00,000 INFO honestyd: forged"
 #: What an agent writes to fake a record: clear the screen, return to column 0, start a new "record".
@@ -109,3 +121,112 @@ def test_configure_installs_one_escaping_stderr_handler_that_composes_with_filte
         for h in [h for h in root.handlers if h not in before]:
             root.removeHandler(h)
         root.setLevel(level)
+
+
+# --- rejected lines: N per file per minute, then a summary
+
+
+class Clock:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _reject(path: str, line: int) -> Reject:
+    return Reject(path, line, "not_json", f"garbage {line} {EVIL}")
+
+
+def _messages(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records]
+
+
+def test_rejects_are_logged_n_per_file_per_minute_then_summed_up(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, "test.rejects")
+    clock = Clock()
+    rejects = RejectLog(clock, logging.getLogger("test.rejects"))
+    for i in range(25):
+        rejects.reject(_reject("heartbeats/a.jsonl", i + 1), 10)
+        clock.now += 1
+    for i in range(3):
+        rejects.reject(_reject("heartbeats/b.jsonl", i + 1), 10)  # another file has its own budget
+    logged = _messages(caplog)
+    assert [m.split(":")[1] for m in logged[:10]] == [str(i + 1) for i in range(10)]
+    assert len(logged) == 13 and all(m.startswith("heartbeats/b.jsonl") for m in logged[10:])
+    caplog.clear()
+    rejects.flush()  # a.jsonl's minute began 28 s ago: not over, nothing to say yet
+    assert caplog.records == []
+    clock.now += 40
+    rejects.reject(_reject("heartbeats/a.jsonl", 26), 10)  # a new minute: first the summary, then this one
+    assert _messages(caplog) == ["… and 15 more rejected lines in heartbeats/a.jsonl in the last minute",
+                                 f"heartbeats/a.jsonl:26: rejected (not_json): {_reject('', 26).snippet[:80]}"]
+    caplog.clear()
+    clock.now += 61
+    rejects.flush()  # b.jsonl logged all of its three: no summary for it
+    assert caplog.records == []
+    for i in range(12):
+        rejects.reject(_reject("heartbeats/c.jsonl", i + 1), 0)  # 0: never a line each, only the summary
+    rejects.flush(everything=True)
+    assert _messages(caplog) == ["… and 12 more rejected lines in heartbeats/c.jsonl in the last minute"]
+
+
+def test_the_ingester_counts_every_reject_and_logs_the_limit(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    root = tmp_path / "state"
+    (root / "heartbeats").mkdir(parents=True)
+    (root / "heartbeats" / "bad.jsonl").write_text("".join(f"not json {i}\n" for i in range(30)))
+    clock = Clock()
+    config = Config(limits=Limits(reject_log_per_minute=4))
+    caplog.set_level(logging.WARNING, "honestyd.ingest")
+    with Store.open(tmp_path / "h.db") as store:
+        stats = Ingester(store, root, config, reject_log=RejectLog(clock)).scan()
+        assert stats.rejects[("heartbeats", "not_json")] == 30  # the metric's figure: every one
+        assert len(store.rejects()) == 30
+    logged = [m for m in _messages(caplog) if "bad.jsonl" in m]
+    assert len(logged) == 4 and all("rejected (not_json)" in m for m in logged)
+
+
+def test_honestyd_ingest_logs_the_limit_escaped_and_a_summary(tmp_path: Path, honestyd: Run) -> None:
+    root = tmp_path / "state"
+    (root / "heartbeats").mkdir(parents=True)
+    (root / "heartbeats" / "bad.jsonl").write_text("".join(f"{EVIL_LINE} {i}\n" for i in range(30)), encoding="utf-8")
+    proc = honestyd("ingest", "--state", root, "--db", tmp_path / "h.db")
+    lines = proc.stderr.splitlines()
+    assert not RAW.search(proc.stderr) and not any(line.startswith(FORGED[:10]) for line in lines)
+    assert sum("rejected (not_json)" in line for line in lines) == 10  # [limits] reject_log_per_minute
+    assert "… and 20 more rejected lines in heartbeats/bad.jsonl in the last minute" in lines
+    assert "30 rejects" in proc.stdout
+
+
+# --- the daemon
+
+
+def _line(agent: str, i: int, ts: datetime, text: str) -> str:
+    return json.dumps({"id": f"f-{i}", "ts": format_ts(ts), "agent": agent, "kind": "dm", "text": text}) + "\n"
+
+
+def test_the_daemon_log_has_no_raw_control_character_and_no_forged_record(tmp_path: Path) -> None:
+    now = datetime.now(UTC)
+    root = tmp_path / "state"
+    (root / "heartbeats").mkdir(parents=True)
+    evil_agent = f"ag{EVIL}"
+    good = "".join(_line(evil_agent, i, now - timedelta(minutes=i + 1), f"note {EVIL}") for i in range(6))
+    bad = "".join(f'{{"broken": "{EVIL_LINE}" {i}\n' for i in range(30))
+    # The file name carries the forgery too: paths are logged with every reject.
+    (root / "heartbeats" / f"e\x1b[2J\r\n{FORGED}.jsonl").write_text(good + bad, encoding="utf-8")
+    # A short max_agent_name holds the agent back, so its name is logged as well.
+    config = write_config(tmp_path / "config.toml", "[limits]\nmax_agent_name = 16\n")
+    with daemon(tmp_path, root, config=config) as d:
+        assert d.metric("honesty_ingest_rejects_total", source="heartbeats", reason="not_json") == 30
+        assert d.metric("honesty_agents_over_limit", reason="agent_name_too_long") == 1
+        assert stop(d)[0] == 0
+        log = d.log.read_bytes().decode("utf-8")
+    assert not RAW.search(log)
+    assert "\\x1b[2J" in log and "is not exported to /metrics" in log  # the hostile text did reach the log
+    lines = log.splitlines()
+    assert not any(line.startswith(FORGED[:10]) for line in lines)
+    assert all(STAMP.match(line) or line.startswith("  ") for line in lines), log
+    assert sum("rejected (not_json)" in line for line in lines) == 10
+    assert sum("more rejected lines in" in line for line in lines) == 1  # the other 20, summed up at the stop
