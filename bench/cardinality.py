@@ -105,9 +105,13 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         before = vm_status(proc.pid)
         first = scrape_with_probe(port)
         second = scrape_with_probe(port)
+        # The pages and JSON that list every agent, held back or not, are rendered per request.
+        index, agents = get(port, "/"), get(port, "/v1/agents")
         after = vm_status(proc.pid)
         return {"agents": args.agents, "decisions_each": args.decisions, "max_agents": args.max_agents,
                 "ready_s": round(ready, 1), "first_scrape": first, "second_scrape": second,
+                "index": {"bytes": len(index[1]), "seconds": round(index[2], 3)},
+                "v1_agents": {"bytes": len(agents[1]), "seconds": round(agents[2], 3)},
                 "rss_mb_before_scrape": round(before["VmRSS"] / 1e6, 1),
                 "rss_mb_after_scrapes": round(after["VmRSS"] / 1e6, 1), "hwm_mb": round(after["VmHWM"] / 1e6, 1),
                 "log_lines": len(log.read_bytes().splitlines())}

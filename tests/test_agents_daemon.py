@@ -62,6 +62,9 @@ def test_twenty_thousand_agents_give_a_bounded_scrape(tmp_path: Path) -> None:
         code, text = d.get("/v1/agents/agent-19999?window=24h")
         assert code == 200 and json.loads(text)["decisions"] == 3
         assert d.get(f"/agents/{'L' * 129}?window=24h")[0] == 200
+        # No daily history rows for it either (they grow the store by agents × windows × components a day).
+        assert json.loads(d.get("/v1/agents/agent-19999/history?window=24h")[1])["points"] == []
+        assert len(json.loads(d.get("/v1/agents/agent-00000/history?window=24h")[1])["points"]) == 1
         # Named once in the log, and not again at the next evaluation.
         assert _warnings_naming(d, "agent-01000") == 1
         assert "more agents are not exported to /metrics" in d.logs()
