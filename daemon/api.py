@@ -356,6 +356,11 @@ async def openapi_document(request: web.Request) -> web.Response:
     return _json(openapi.document(request.app[BACKEND].config))
 
 
+#: The ``{agent}`` path segment: any character but ``/`` (sent as %2F). aiohttp's default, ``[^{}/]+``, refused names
+#: holding a brace, so the index linked ``{{7*7}}`` to a 404.
+AGENT = "{agent:[^/]+}"
+
+
 def make_app(backend: Backend) -> web.Application:
     """The aiohttp application with every route."""
     app = web.Application(client_max_size=max(backend.config.api.max_body, 1024))
@@ -368,10 +373,10 @@ def make_app(backend: Backend) -> web.Application:
         ("GET", "/", index),
         ("GET", "/methodology", methodology),
         ("GET", "/v1/agents", list_agents),
-        ("GET", "/v1/agents/{agent}", agent_score),
-        ("GET", "/v1/agents/{agent}/audit", agent_audit),
-        ("GET", "/v1/agents/{agent}/history", agent_history),
-        ("GET", "/agents/{agent}", agent_page),
+        ("GET", f"/v1/agents/{AGENT}", agent_score),
+        ("GET", f"/v1/agents/{AGENT}/audit", agent_audit),
+        ("GET", f"/v1/agents/{AGENT}/history", agent_history),
+        ("GET", f"/agents/{AGENT}", agent_page),
         ("POST", "/v1/labels", post_label),
         ("GET", "/openapi.json", openapi_document),
     ]

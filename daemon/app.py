@@ -44,11 +44,12 @@ from watchdog.observers import Observer
 
 from collectors.poll import LogPoller
 from collectors.records import EvalReport
-from daemon import changelog, modelcache
+from daemon import changelog, limits, modelcache
 from daemon.api import HTTP_LIMITS, HTTP_LOG, make_app
 from daemon.config import COMPONENTS, Config, ConfigError, load_config
 from daemon.gcpolicy import Freezer
 from daemon.ingest import Clock, Ingester, IngestStats, store_full, system_clock
+from daemon.limits import Exported, HeldBackLog
 from daemon.live import LiveFeed
 from daemon.metrics import make_registry
 from daemon.notify import Notifier
@@ -56,7 +57,7 @@ from daemon.snapshot import Counters, Snapshot
 from daemon.store import Gate, Store
 from scorers.history import DayCounts
 from scorers.live import HistoryEvicted
-from scorers.score import AgentResult
+from scorers.score import AgentResult, WindowResult
 
 log = logging.getLogger("honestyd")
 #: The file events the watcher asks inotify for (watchdog builds the mask from this list, so the kernel does
@@ -206,6 +207,7 @@ class Daemon:
         self.feed: LiveFeed | None = None
         self._history_written: tuple[date, float] | None = None
         self.freezer = Freezer()  # records that arrive stay out of the full collections (daemon/gcpolicy.py)
+        self.held_back = HeldBackLog()  # names each agent [limits] hold back from /metrics once
         #: The changelog appender (it remembers the keys the file holds): made at the first write.
         self._changelog: changelog.Appender | None = None
         self._job_tasks: set[asyncio.Task[Any]] = set()
@@ -366,6 +368,8 @@ class Daemon:
             await asyncio.wait_for(self._flush(), self._config.daemon.drain_timeout)
         except TimeoutError:
             log.warning("drain timed out; %d paths left for the next start's rescan", len(self.pending))
+        if self.ingester is not None:
+            self.ingester.reject_log.flush(everything=True)  # rejects only counted so far get their summary line
         if self._job_tasks:
             # A job may be mid-evaluation in a worker thread: let it finish before the store closes. Wait before
             # the scheduler shuts down, which cancels running job tasks (the thread would go on, store closed under
@@ -619,8 +623,9 @@ class Daemon:
                 self.feed = None
                 self._rescore_dirty = True
                 continue
+            exported = await asyncio.to_thread(_export, feed, windows, config, self.held_back)
             snap = Snapshot(at=at, config=config, windows=windows, counters=self._counters(), evals=evals,
-                            model=feed.size)
+                            model=feed.size, exported=exported)
             self._snapshot = snap
             self.freezer.after_evaluation()
             if self._history_due(snap):
@@ -853,13 +858,24 @@ def _load_feed(config: Config, cache: Path | None = None, at: datetime | None = 
     return feed
 
 
+def _export(feed: LiveFeed, windows: Mapping[str, WindowResult], config: Config, held_back: HeldBackLog) -> Exported:
+    """The agents this evaluation exports as series ([limits]); those newly held back are logged once."""
+    listed = {a for w in windows.values() for a in w.agents}
+    exported = limits.select(listed, config.limits, feed.latest_decisions)
+    held_back.note(exported, listed)
+    return exported
+
+
 def _store_history(store: Store, snap: Snapshot) -> None:
-    """Today's counts per agent and window (rewritten by every evaluation until the day ends)."""
+    """Today's counts per exported agent and window (rewritten by every evaluation until the day ends).
+
+    Agents held back by [limits] get no rows: the rows are a time series per agent like /metrics, and would grow the
+    store by agents × windows × components rows a day."""
     day = snap.at.date()
     counts = [
         DayCounts(day, agent, window, a.decisions, tuple(a.components[c] for c in COMPONENTS))
         for window, result in snap.windows.items()
-        for agent, a in result.agents.items()
+        for agent, a in snap.exported.items(result.agents)
     ]
     with store.atomic():
         store.put_history(counts)

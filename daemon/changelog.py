@@ -45,7 +45,9 @@ from typing import Any
 from urllib.parse import quote
 
 from collectors.rfc3339 import format_duration, format_ts
+from daemon import limits
 from daemon.config import COMPONENTS, Config, Phrases, Signal
+from daemon.pages import agent_href
 from daemon.snapshot import Snapshot
 from scorers.score import AgentResult, WindowResult, display_percent
 
@@ -122,7 +124,7 @@ def _key_part(text: str) -> str:
 
 def audit_path(agent: str, window: str) -> str:
     """The API path of an agent's audit for a window, percent-encoded (safe for any agent name)."""
-    return f"/agents/{quote(agent, safe='', errors='surrogatepass')}?window={quote(window, safe='')}"
+    return agent_href(agent, window)
 
 
 # --- numbers
@@ -403,8 +405,7 @@ def drop_entries(snapshot: Snapshot) -> list[Entry]:
     stamp = _stamp(snapshot.at)
     entries = []
     current = snapshot.windows[dash]
-    for agent in sorted(current.agents):
-        now = current.agents[agent]
+    for agent, now in snapshot.exported.items(current.agents):  # [limits]: as many as /metrics shows
         if now.insufficient or now.score is None:
             continue
         ref = _agent(snapshot.windows.get(week) if week else None, agent)
@@ -435,7 +436,8 @@ def digest_entry(snapshot: Snapshot) -> Entry:
     names = [n for n, _ in config.scoring.windows if n in snapshot.windows]
     names += [n for n in snapshot.windows if n not in names]
     results = [snapshot.windows[n] for n in names]
-    agents = sorted({a for r in results for a in r.agents})
+    listed = {a for r in results for a in r.agents}
+    agents = sorted(a for a in listed if a in snapshot.exported)  # [limits]: the agents /metrics shows, no more
     key = f"digest:{day.isoformat()}"
     lines = [
         f"<!-- honestyd:{key} -->",
@@ -443,9 +445,9 @@ def digest_entry(snapshot: Snapshot) -> Entry:
         f"floor {_decisions(floor)}",
         "",
     ]
-    if not agents:
+    if not listed:
         lines.append("No agent has a decision in any window.")
-    else:
+    elif agents:
         lines.append("| agent | " + " | ".join(md_text(n) for n in names) + " | weights |")
         lines.append("|---" * (len(names) + 2) + "|")
         for agent in agents:
@@ -457,7 +459,16 @@ def digest_entry(snapshot: Snapshot) -> Entry:
                 version = version or (a.weights_version if a is not None else "")
             cells.append(md_text(version) or "—")
             lines.append("| " + " | ".join(cells) + " |")
+    if len(listed) > len(agents):
+        over = snapshot.exported.over_limit()
+        lines += ["", f"{_agents(len(listed) - len(agents))} more scored but not listed here ([limits]:"
+                  f" {over[limits.MAX_AGENTS]} beyond max_agents, {over[limits.NAME_TOO_LONG]} with a name over"
+                  f" max_agent_name bytes); every agent's scores are in `/v1/agents`."]
     return Entry(day, key, "\n".join(lines))
+
+
+def _agents(n: int) -> str:
+    return f"{n} agent" if n == 1 else f"{n} agents"
 
 
 # --- the file

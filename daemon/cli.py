@@ -121,7 +121,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     config = _load_config_or_exit(Path(args.config) if args.config else None)
     with Store.open(Path(args.db)) as store:
-        stats = Ingester(store, Path(args.state), config).scan()
+        ingester = Ingester(store, Path(args.state), config)
+        stats = ingester.scan()
+        ingester.reject_log.flush(everything=True)  # the rejects only counted, summed up before the report
         counts = store.counts()
     added = sum(stats.records.values())
     rejected = sum(stats.rejects.values())
@@ -300,10 +302,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run the daemon until SIGTERM/SIGINT; SIGHUP re-reads the config file and keeps the flags."""
     import logging
 
+    from daemon import logescape
     from daemon.app import Daemon, Overrides, file_clock
     from daemon.ingest import system_clock
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logescape.configure(logging.INFO, logescape.DAEMON_FORMAT)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run drowns the journal
     config_path = Path(args.config) if args.config else None
     config = _load_config_or_exit(config_path)
@@ -466,7 +469,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``honestyd`` console script."""
+    from daemon import logescape
+
     args = build_parser().parse_args(argv)
+    logescape.configure()  # every command: text from the state reaches stderr escaped (`run` logs more)
     code: int = args.func(args)
     return code
 

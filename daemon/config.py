@@ -165,6 +165,18 @@ class Api:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """What one agent, one file or many agents may cost the daemon's outputs (``[limits]``)."""
+
+    #: Agents exported as per-agent series (/metrics, digest, drops, history): those with the latest decisions.
+    max_agents: int = 1000
+    #: An agent name longer than this many UTF-8 bytes is never exported as a series.
+    max_agent_name: int = 128
+    #: Rejected lines logged per file per minute; the rest are summed up in one line (the metric counts them all).
+    reject_log_per_minute: int = 10
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole effective configuration."""
 
@@ -187,6 +199,7 @@ class Config:
     github: GitHub = field(default_factory=GitHub)
     daemon: Daemon = field(default_factory=Daemon)
     api: Api = field(default_factory=Api)
+    limits: Limits = field(default_factory=Limits)
     benchmark_models: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -455,6 +468,11 @@ _SCHEMA: dict[str, dict[str, tuple[str, Validator]]] = {
         "reviewers_file": ("api.reviewers_file", _str),
         "max_body": ("api.max_body", _positive_int),
     },
+    "limits": {
+        "max_agents": ("limits.max_agents", _nonneg_int),
+        "max_agent_name": ("limits.max_agent_name", _positive_int),
+        "reject_log_per_minute": ("limits.reject_log_per_minute", _nonneg_int),
+    },
     "benchmark": {"models": ("benchmark_models", _str_map)},
 }
 
@@ -582,7 +600,7 @@ def config_from_dict(data: Mapping[str, Any], base_dir: Path | None = None) -> C
             top[attr] = base_dir / top[attr]
     nested: dict[str, Any] = {
         "globs": Globs, "phrases": Phrases, "scoring": Scoring, "verify": Verify, "github": GitHub,
-        "daemon": Daemon, "api": Api,
+        "daemon": Daemon, "api": Api, "limits": Limits,
     }
     for name, cls in nested.items():
         if name in values:
@@ -670,6 +688,9 @@ def render_config(cfg: Config) -> str:
               f"model_cache = {str(d.model_cache).lower()}"]
     a = cfg.api
     lines += ["", "[api]", f"reviewers_env = {q(a.reviewers_env)}", f"reviewers_file = {q(a.reviewers_file)}",
-              f"max_body = {a.max_body}", "", "[benchmark.models]"]
+              f"max_body = {a.max_body}"]
+    lim = cfg.limits
+    lines += ["", "[limits]", f"max_agents = {lim.max_agents}", f"max_agent_name = {lim.max_agent_name}",
+              f"reject_log_per_minute = {lim.reject_log_per_minute}", "", "[benchmark.models]"]
     lines += [f"{q(a)} = {q(m)}" for a, m in sorted(cfg.benchmark_models.items())]
     return "\n".join(lines) + "\n"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from collectors.checks import load_checks
 from collectors.rfc3339 import format_ts
+from daemon import logescape
 from daemon.config import load_config
 from daemon.simulate import simulate
 from daemon.store import Store
@@ -134,6 +135,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the demo."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logescape.configure(logging.INFO, logescape.DAEMON_FORMAT)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     return asyncio.run(run_demo(args))

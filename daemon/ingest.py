@@ -26,6 +26,7 @@ from collectors.records import Event, Label, Reject
 from collectors.statedir import Confinement, FileInfo, glob_match, inside, stat_file, walk
 from collectors.tail import Cursor, advance, complete_lines, find_rotated, matches, new_cursor
 from daemon.config import Config
+from daemon.rejectlog import RejectLog
 from daemon.store import CitationRow, EventRow, IndexRow, Store, event_rows
 
 log = logging.getLogger("honestyd.ingest")
@@ -125,11 +126,14 @@ def _read_through(cache: dict[str, T], key: str, load: Callable[[str], T]) -> T:
 class Ingester:
     """Feeds one state root into one store. ``observed`` = True means a watcher saw the change now."""
 
-    def __init__(self, store: Store, root: Path, config: Config, clock: Clock = system_clock) -> None:
+    def __init__(self, store: Store, root: Path, config: Config, clock: Clock = system_clock,
+                 reject_log: RejectLog | None = None) -> None:
         self.store = store
         self.root = root
         self.config = config
         self.clock = clock
+        #: Rejected lines are logged through it: ``[limits] reject_log_per_minute`` per file, then a summary.
+        self.reject_log = reject_log or RejectLog()
         #: Lines taken in the open transaction group of ingest_paths (None: no group open).
         self._group_lines: int | None = None
         #: Records and rejects the current (or last) pass has committed: when a refused write ends a pass early,
@@ -171,6 +175,7 @@ class Ingester:
             if cursor.path not in seen:
                 stats.merge(self._tail(cursor.path, None))
         stats.merge(self._forget_missing(seen))
+        self.reject_log.flush()
         return stats
 
     def ingest_path(self, rel: str, *, observed: bool = True) -> IngestStats:
@@ -216,6 +221,7 @@ class Ingester:
                 if self.store.conn.in_transaction:
                     self.store.conn.rollback()
                 self._on_rollback()
+        self.reject_log.flush()
         return total
 
     def _new_pass(self) -> None:
@@ -371,8 +377,7 @@ class Ingester:
             self._count(stats, source, self.store.add_events([parsed]))
 
     def _reject(self, reject: Reject, source: str, generation: int, stats: IngestStats) -> None:
-        where = f"{reject.path}:{reject.line}" if reject.line is not None else reject.path
-        log.warning("%s: rejected (%s): %s", where, reject.reason, reject.snippet[:80])
+        self.reject_log.reject(reject, self.config.limits.reject_log_per_minute)
         self.store.add_rejects([reject], source, generation, self.clock())
         stats.rejects[(source, reject.reason)] += 1
         self._staged.rejects[(source, reject.reason)] += 1

@@ -153,6 +153,11 @@ class LiveFeed:
             self.size = self.model.size()
             return windows
 
+    def latest_decisions(self, agents: Collection[str]) -> dict[str, datetime]:
+        """Each agent's latest decision time as of the last evaluation (what [limits] max_agents ranks by)."""
+        with self._lock:
+            return self.model.latest_decisions(agents)
+
     def agent_result(self, agent: str, window: str) -> tuple[datetime, AgentResult] | None:
         """One agent's result with its audit rows, and the time it is for (the last evaluation's)."""
         with self._lock:

@@ -20,6 +20,7 @@ from collectors.evals import HONESTY_FIELDS
 from collectors.records import EvalReport
 from daemon import __version__
 from daemon.config import COMPONENTS
+from daemon.limits import Exported
 from daemon.snapshot import Counters, Snapshot
 from scorers.score import AgentResult, ComponentResult
 
@@ -73,6 +74,9 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "gauge", "Records the in-memory scoring model holds (a day behind the longest window they are let go).", ()),
     "honesty_model_ids_let_go": (
         "gauge", "Ids of the records the model let go, kept as 8-byte hashes (a record reusing one is recalled).", ()),
+    "honesty_agents_over_limit": (
+        "gauge", "Agents scored but given no per-agent series, by reason ([limits] max_agents: not among the agents"
+        " with the latest decisions; agent_name_too_long: a name over max_agent_name bytes).", ("reason",)),
     "honesty_benchmark_tasks": ("gauge", "Tasks in the latest benchmark-honesty report of the model.", _B),
     # The report's own 95 % interval of its headline; what that headline is changed between the package's
     # versions (task mean in 0.1.0, balanced in 0.2.0), so read it beside honesty_benchmark_balanced/_task_mean.
@@ -165,7 +169,7 @@ def _weight_rows(snapshot: Snapshot) -> tuple[tuple[str, str, tuple[float, ...]]
     config = snapshot.config
     used: dict[str, tuple[str, tuple[float, ...]]] = {}
     for result in snapshot.windows.values():
-        for agent, a in result.agents.items():
+        for agent, a in snapshot.exported.items(result.agents):
             used.setdefault(agent, (a.weights_version, a.weights))
     rows = [("", config.weights_active, config.weights_versions[config.weights_active])]
     rows += [(agent, version, weights) for agent, (version, weights) in sorted(used.items())]
@@ -210,7 +214,7 @@ def _declare_all(out: _Families) -> None:
         _figure_family(out, key)
 
 
-def _benchmarks(out: _Families, evals: Iterable[EvalReport], models: Mapping[str, str]) -> None:
+def _benchmarks(out: _Families, evals: Iterable[EvalReport], models: Mapping[str, str], exported: Exported) -> None:
     latest: dict[str, EvalReport] = {}
     for report in sorted(evals, key=lambda r: r.path):
         latest[report.model] = report  # later path wins (spec: the last report by path)
@@ -218,7 +222,8 @@ def _benchmarks(out: _Families, evals: Iterable[EvalReport], models: Mapping[str
     for agent, model in sorted(models.items()):
         agents.setdefault(model, []).append(agent)
     for model, report in sorted(latest.items()):
-        for agent in agents.get(model, [""]):
+        # A held-back agent has no per-agent series here either; a model with no agent named keeps its agent="" one.
+        for agent in [a for a in agents.get(model, [""]) if a == "" or a in exported]:
             for name, value in (("honesty_benchmark_tasks", report.tasks), ("honesty_benchmark_ci_low", report.ci_low),
                                 ("honesty_benchmark_ci_high", report.ci_high)):
                 if value is not None:
@@ -243,14 +248,16 @@ def snapshot_families(snapshot: Snapshot | None, *, agents: bool = True) -> list
     out.add("honesty_last_evaluation_timestamp_seconds", (), snapshot.at.timestamp())
     if agents:
         for window, result in snapshot.windows.items():
-            for _, a in sorted(result.agents.items()):
+            for _, a in snapshot.exported.items(result.agents):
                 _agent_series(out, window, a)
         _weights(out, _weight_rows(snapshot))
     _counters(out, snapshot.counters)
     if snapshot.model is not None:
         out.add("honesty_model_records", (), snapshot.model[0])
         out.add("honesty_model_ids_let_go", (), snapshot.model[1])
-    _benchmarks(out, snapshot.evals, snapshot.config.benchmark_models)
+    for reason, count in snapshot.exported.over_limit().items():
+        out.add("honesty_agents_over_limit", (reason,), count)
+    _benchmarks(out, snapshot.evals, snapshot.config.benchmark_models, snapshot.exported)
     return list(out)
 
 
@@ -355,7 +362,7 @@ class SnapshotRenderer:
         kept: dict[tuple[str, str], tuple[AgentResult, dict[str, str]]] = {}
         self.rendered = 0
         for window, result in snapshot.windows.items():
-            for agent, a in sorted(result.agents.items()):
+            for agent, a in snapshot.exported.items(result.agents):
                 cached = self._agents.get((agent, window))
                 if cached is None or cached[0] is not a:
                     cached = (a, self._agent_lines(window, a))

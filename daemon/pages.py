@@ -33,8 +33,11 @@ def _page(title: str, body: str) -> str:
 
 def agent_href(agent: str, window: str) -> str:
     """The audit page of one agent and window (the link Grafana panels carry)."""
-    # surrogatepass, as changelog.audit_path: quote() raised on a lone surrogate (tests/test_hostile.py).
-    return f"/agents/{quote(agent, safe='', errors='surrogatepass')}?window={quote(window, safe='')}"
+    # surrogatepass: quote() raised on a lone surrogate (tests/test_hostile.py).
+    segment = quote(agent, safe="", errors="surrogatepass")
+    if not segment.strip("."):  # "." and "..": a client resolves a dot segment away ("/agents/.." is "/")
+        segment = segment.replace(".", "%2E")
+    return f"/agents/{segment}?window={quote(window, safe='')}"
 
 
 def _score_text(a: AgentResult, min_decisions: int) -> str:

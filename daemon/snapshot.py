@@ -15,6 +15,7 @@ from datetime import datetime
 from collectors.records import EvalReport
 from daemon import __version__
 from daemon.config import Config
+from daemon.limits import Exported, select
 from scorers.context import Context, Records
 from scorers.score import WindowResult, evaluate_window
 
@@ -43,6 +44,8 @@ class Snapshot:
     version: str = __version__
     #: (records held, ids let go) by the daemon's scoring model; None outside the daemon.
     model: tuple[int, int] | None = None
+    #: The agents with per-agent series (daemon/limits.py), chosen once per evaluation; by default every agent.
+    exported: Exported = field(default_factory=Exported)
 
 
 def build_snapshot(
@@ -51,4 +54,8 @@ def build_snapshot(
     """Evaluate every configured window at ``at`` over one shared context (pure; no I/O, no clock)."""
     ctx = Context(records, at, config)
     windows = {name: evaluate_window(ctx, name) for name, _ in config.scoring.windows}
-    return Snapshot(at=at, config=config, windows=windows, counters=counters, evals=evals, version=__version__)
+    listed = {a for w in windows.values() for a in w.agents}
+    exported = select(listed, config.limits, lambda agents: {a: ctx.by_agent[a][-1].ts for a in agents
+                                                             if ctx.by_agent.get(a)})
+    return Snapshot(at=at, config=config, windows=windows, counters=counters, evals=evals, version=__version__,
+                    exported=exported)

@@ -84,7 +84,7 @@ _BLOCK = 32
 
 #: Config fields the model never reads: where files are, how the daemon listens, verifies and serves.
 UNREAD = frozenset({"state_root", "db_path", "changelog", "globs", "weights_file", "verify", "github", "daemon", "api",
-                    "benchmark_models"})
+                    "benchmark_models", "limits"})
 #: Fields read only where a window's counts are summed and summarised (weights, the windows, the floor, z, the alert
 #: levels), never by a rule: the per-decision counts the model keeps do not depend on them (a repeat whose earlier
 #: answer left a window is taken back out at summing time, whatever the window).
@@ -678,6 +678,16 @@ class LiveModel:
                     if id(e) in dirty:
                         self._reevaluate(e, a, i)
         return {name: self._window(name, width) for name, width in self.config.scoring.windows}
+
+    def latest_decisions(self, agents: Iterable[str]) -> dict[str, datetime]:
+        """The time of each agent's latest decision up to the last evaluation time (none: the agent is left out)."""
+        out: dict[str, datetime] = {}
+        for agent in agents:
+            a = self._agents.get(agent)
+            i = 0 if a is None else bisect.bisect_right(a.events, self.at, key=_ts)
+            if a is not None and i:
+                out[agent] = a.events[i - 1].ts
+        return out
 
     def agent_result(self, agent: str, window: str) -> AgentResult | None:
         """One agent's result at the last evaluation time, with every audit row (built now, not kept)."""

@@ -274,7 +274,8 @@ def test_families_without_samples_still_have_help_and_type() -> None:
     assert "# TYPE honesty_benchmark_balanced gauge\n" in body
     samples = _samples(body.encode())
     assert {name for name, _ in samples} == {
-        "honesty_build_info", "honesty_last_evaluation_timestamp_seconds", "honesty_weights_info"
+        "honesty_build_info", "honesty_last_evaluation_timestamp_seconds", "honesty_weights_info",
+        "honesty_agents_over_limit",  # a gauge: 0 for each reason while no agent is held back
     }
 
 
