@@ -754,6 +754,10 @@ class Store:
             for r in self.conn.execute(f"SELECT {', '.join(cols)} FROM rejects ORDER BY path, generation, line")
         ]
 
+    def has_agent(self, agent: str) -> bool:
+        """True iff an event by ``agent`` is stored (a scan until the first: for the CLI, not the daemon)."""
+        return self.conn.execute("SELECT 1 FROM events WHERE agent = ? LIMIT 1", (agent,)).fetchone() is not None
+
     def counts(self) -> dict[str, int]:
         """Row counts of the main tables (for summaries and tests)."""
         return {
