@@ -266,6 +266,13 @@ class Daemon:
         async with self.lock:
             return await asyncio.to_thread(store.history, agent)
 
+    async def knows_decision(self, decision: str) -> bool | None:
+        """Whether a record with this id is stored (None: the model is still loading, so it cannot tell yet)."""
+        feed, reader = self.feed, self.reader
+        if feed is None or reader is None:
+            return None
+        return await asyncio.to_thread(feed.knows, decision, reader)
+
     async def append_label(self, label: dict[str, str]) -> None:
         """Append one label line to ``labels/api.jsonl`` (one write, O_APPEND) and ingest it."""
         import json
@@ -620,7 +627,7 @@ class Daemon:
                 self._rescore_dirty = True
                 continue
             snap = Snapshot(at=at, config=config, windows=windows, counters=self._counters(), evals=evals,
-                            model=feed.size)
+                            model=feed.size, labels_unmatched=feed.unmatched)
             self._snapshot = snap
             self.freezer.after_evaluation()
             if self._history_due(snap):

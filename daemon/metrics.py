@@ -73,6 +73,9 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "gauge", "Records the in-memory scoring model holds (a day behind the longest window they are let go).", ()),
     "honesty_model_ids_let_go": (
         "gauge", "Ids of the records the model let go, kept as 8-byte hashes (a record reusing one is recalled).", ()),
+    "honesty_labels_unmatched": (
+        "gauge", "Labels whose decision id matches no decision honestyd has stored (a typo, or another system's id).",
+        ()),
     "honesty_benchmark_tasks": ("gauge", "Tasks in the latest benchmark-honesty report of the model.", _B),
     # The report's own 95 % interval of its headline; what that headline is changed between the package's
     # versions (task mean in 0.1.0, balanced in 0.2.0), so read it beside honesty_benchmark_balanced/_task_mean.
@@ -250,6 +253,8 @@ def snapshot_families(snapshot: Snapshot | None, *, agents: bool = True) -> list
     if snapshot.model is not None:
         out.add("honesty_model_records", (), snapshot.model[0])
         out.add("honesty_model_ids_let_go", (), snapshot.model[1])
+    if snapshot.labels_unmatched is not None:
+        out.add("honesty_labels_unmatched", (), snapshot.labels_unmatched)
     _benchmarks(out, snapshot.evals, snapshot.config.benchmark_models)
     return list(out)
 

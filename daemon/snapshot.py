@@ -43,6 +43,8 @@ class Snapshot:
     version: str = __version__
     #: (records held, ids let go) by the daemon's scoring model; None outside the daemon.
     model: tuple[int, int] | None = None
+    #: Labels whose decision id no stored record carries (honesty_labels_unmatched); None outside the daemon.
+    labels_unmatched: int | None = None
 
 
 def build_snapshot(
