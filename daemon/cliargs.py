@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sqlite3
 import stat
 import sys
@@ -30,6 +31,7 @@ CLOSED_PIPE = 141
 #: Errors of the file system that a wrong argument causes (anything else is the machine's, exit status 1).
 _MISTAKES = (FileNotFoundError, PermissionError, NotADirectoryError, IsADirectoryError, FileExistsError)
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 
 
 class UsageError(Exception):
@@ -51,7 +53,7 @@ def timestamp(value: str) -> datetime:
     """An RFC 3339 time, ``now``, or a date ``YYYY-MM-DD`` (midnight UTC)."""
     if value.strip().lower() == "now":
         return datetime.now(UTC)
-    if len(value) == 10:
+    if _DATE.fullmatch(value):
         try:
             day = date.fromisoformat(value)
         except ValueError:
