@@ -268,10 +268,16 @@ class Daemon:
 
     async def knows_decision(self, decision: str) -> bool | None:
         """Whether a record with this id is stored (None: the model is still loading, so it cannot tell yet)."""
-        feed, reader = self.feed, self.reader
-        if feed is None or reader is None:
+        feed, db = self.feed, self._config.db_path
+        if feed is None:
             return None
-        return await asyncio.to_thread(feed.knows, decision, reader)
+
+        def ask() -> bool | None:
+            # A connection of its own: the evaluations' reader is in use outside the feed's lock too (evals()).
+            with Store.open(db, readonly=True) as reader:
+                return feed.knows(decision, reader)
+
+        return await asyncio.to_thread(ask)
 
     async def append_label(self, label: dict[str, str]) -> None:
         """Append one label line to ``labels/api.jsonl`` (one write, O_APPEND) and ingest it."""
