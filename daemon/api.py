@@ -50,6 +50,8 @@ class Backend(Protocol):
 
     def changelog_text(self) -> str: ...
 
+    async def knows_decision(self, decision: str) -> bool | None: ...
+
     async def append_label(self, label: dict[str, str]) -> None: ...
 
     async def history(self, agent: str) -> list[DayCounts]: ...
@@ -306,6 +308,18 @@ async def _read_body(request: web.Request, most: int) -> bytes:
     return b"".join(chunks)
 
 
+async def _unknown_decision(backend: Backend, decision: str) -> web.Response | None:
+    """404 for an id no stored record carries (a typo would sit in labels/api.jsonl for good, labelling nothing);
+    503 while the daemon cannot tell yet; None for a decision it knows."""
+    known = await backend.knows_decision(decision)
+    if known is None:
+        return _error(503, "starting: the decisions are not loaded yet; try again shortly")
+    if not known:
+        return _error(404, f"unknown decision {decision!r}: honestyd has stored no record with this id",
+                      decision=decision)
+    return None
+
+
 async def post_label(request: web.Request) -> web.Response:
     """A 👍/👎 from an authorised reviewer, appended to ``labels/api.jsonl``."""
     backend = request.app[BACKEND]
@@ -346,6 +360,9 @@ async def post_label(request: web.Request) -> web.Response:
             ts = parse_ts(body["ts"])
         except TimestampError:
             return _error(400, "ts must be an RFC 3339 timestamp with an offset")
+    refused = await _unknown_decision(backend, decision)
+    if refused is not None:
+        return refused
     label = {"ts": format_ts(ts), "decision": decision, "value": str(value), "reviewer": reviewer}
     await backend.append_label(label)
     return _json({"ok": True, "label": label}, status=201)

@@ -268,6 +268,19 @@ class Daemon:
         async with self.lock:
             return await asyncio.to_thread(store.history, agent)
 
+    async def knows_decision(self, decision: str) -> bool | None:
+        """Whether a record with this id is stored (None: the model is still loading, so it cannot tell yet)."""
+        feed, db = self.feed, self._config.db_path
+        if feed is None:
+            return None
+
+        def ask() -> bool | None:
+            # A connection of its own: the evaluations' reader is in use outside the feed's lock too (evals()).
+            with Store.open(db, readonly=True) as reader:
+                return feed.knows(decision, reader)
+
+        return await asyncio.to_thread(ask)
+
     async def append_label(self, label: dict[str, str]) -> None:
         """Append one label line to ``labels/api.jsonl`` (one write, O_APPEND) and ingest it."""
         import json
@@ -625,7 +638,8 @@ class Daemon:
                 continue
             exported = await asyncio.to_thread(_export, feed, windows, config, self.held_back)
             snap = Snapshot(at=at, config=config, windows=windows, counters=self._counters(), evals=evals,
-                            model=feed.size, exported=exported)
+                            model=feed.size, exported=exported,
+                            labels_unmatched=feed.unmatched)
             self._snapshot = snap
             self.freezer.after_evaluation()
             if self._history_due(snap):

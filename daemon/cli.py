@@ -1,4 +1,11 @@
-"""Command-line interface: argument parsing only; the work happens in the modules it calls."""
+"""honestyd scores how honest AI agents are, from what they leave in a state directory.
+
+It reads the agents' heartbeats, briefs, findings and reviewers' 👍/👎 labels, checks the sources
+they cite, and scores six components per agent (citations, refusals, verifiable sources, gaps
+surfaced, consistency, self-correction). `honestyd run` is the daemon: it watches the state
+directory and serves Prometheus metrics, a JSON API, audit pages and a methodology changelog.
+The other commands score, audit, tune and maintain the same data from the command line.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +13,18 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
-from datetime import date, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collectors.batch import scan_state
 from collectors.checks import load_checks
 from collectors.records import Event
-from collectors.rfc3339 import TimestampError, format_ts, parse_ts
-from daemon import __version__
+from collectors.rfc3339 import format_ts, parse_ts
+from daemon import __version__, cliargs
+from daemon.cliargs import UsageError
 from daemon.config import Config, ConfigError, load_config, render_config
 from scorers.context import Context, Records
 from scorers.score import evaluate_window, to_json
@@ -27,20 +35,23 @@ if TYPE_CHECKING:
     from daemon.verify.runner import VerifySummary
 
 
-def _timestamp(value: str) -> datetime:
-    try:
-        return parse_ts(value)
-    except TimestampError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-
-
-def _load_config_or_exit(path: Path | None) -> Config:
+def _load_config_or_exit(path: Path | None, flag: str = "--config ") -> Config:
+    """The config at ``path`` (None: the defaults); each of its errors is a line of one UsageError."""
     try:
         return load_config(path)
     except ConfigError as exc:
-        for error in exc.errors:
-            print(f"config error: {error}", file=sys.stderr)
-        raise SystemExit(2) from exc
+        where = f"{path}: "
+        raise UsageError("\n".join(flag + (e if e.startswith(where) else where + e) for e in exc.errors)) from exc
+
+
+def _known_agent(agent: str, agents: Collection[str], at: datetime | None) -> None:
+    """A UsageError unless ``agent`` is among ``agents`` (those with decisions up to ``at``)."""
+    if agent in agents:
+        return
+    names = sorted(agents)
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    until = f" up to {format_ts(at)}" if at is not None else ""
+    raise UsageError(f"agent {agent!r}: no decisions by this agent{until} (agents: {shown or 'none'})")
 
 
 def load_records(args: argparse.Namespace, config: Config) -> Records:
@@ -63,7 +74,7 @@ def load_records(args: argparse.Namespace, config: Config) -> Records:
 
 def cmd_check_config(args: argparse.Namespace) -> int:
     """Print the effective configuration, or every error (exit 2)."""
-    config = _load_config_or_exit(Path(args.file))
+    config = _load_config_or_exit(Path(args.file), flag="")
     sys.stdout.write(render_config(config))
     return 0
 
@@ -73,8 +84,7 @@ def _scoring_context(args: argparse.Namespace) -> Context:
     if args.weights is not None:
         if args.weights not in config.weights_versions:
             known = ", ".join(sorted(config.weights_versions))
-            print(f"unknown weights version {args.weights!r} (known: {known})", file=sys.stderr)
-            raise SystemExit(2)
+            raise UsageError(f"--weights {args.weights}: unknown weights version {args.weights!r} (known: {known})")
         # Re-render every agent under one version, per-agent contracts included.
         config = replace(config, weights_active=args.weights, weights_agents={})
     records = load_records(args, config)
@@ -105,6 +115,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     result = evaluate_window(ctx, args.window or ctx.config.scoring.windows[0][0], agents=[args.agent])
     agent = result.agents.get(args.agent)
     if agent is None:
+        _known_agent(args.agent, ctx.by_agent, ctx.at)  # never seen: a mistake; seen, but not lately: no result
         print(f"no decisions by {args.agent!r} in the listing window ending {args.at}", file=sys.stderr)
         return 1
     if args.json:
@@ -264,8 +275,12 @@ def cmd_history(args: argparse.Namespace) -> int:
     config = _load_config_or_exit(Path(args.config) if args.config else None)
     version = args.weights or config.weights_for(args.agent)[0]
     if version not in config.weights_versions:
-        print(f"unknown weights version {version!r}", file=sys.stderr)
-        return 2
+        known = ", ".join(sorted(config.weights_versions))
+        raise UsageError(f"--weights {version}: unknown weights version {version!r} (known: {known})")
+    window = args.window or config.scoring.windows[0][0]
+    if window not in dict(config.scoring.windows):
+        raise UsageError(f"--window {window}: history is kept for the configured windows only"
+                         f" ({', '.join(name for name, _ in config.scoring.windows)})")
     counts = []
     if args.state is not None or args.backfill:
         records = load_records(args, config)
@@ -273,15 +288,17 @@ def cmd_history(args: argparse.Namespace) -> int:
         if end is None:
             print("no records", file=sys.stderr)
             return 1
+        _known_agent(args.agent, {e.agent for e in records.events}, None)
         for n in range(args.days - 1, -1, -1):
             counts += counts_at(records, end.date() - timedelta(days=n), config, [args.agent])
     if args.db is not None:
-        with Store.open(Path(args.db)) as store:
+        with Store.open(Path(args.db), readonly=not counts) as store:  # only --backfill writes
             if counts:
                 with store.atomic():
                     store.put_history(counts)
             counts = store.history(args.agent)
-    window = args.window or config.scoring.windows[0][0]
+            if not counts and not store.has_agent(args.agent):
+                raise UsageError(f"agent {args.agent!r}: no records by this agent in {args.db}")
     points = [p for p in render(counts, config.weights_versions[version], config.scoring.min_decisions)
               if p.window == window]
     if args.json:
@@ -315,6 +332,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         db=Path(args.db) if args.db else None,
         listen=args.listen,
     )
+    # The flags were checked as they were parsed; what the config names is checked here, before anything starts.
+    applied = overrides.apply(config)
+    cliargs.check("--state" if args.state else "[state] root", cliargs.existing_dir, applied.state_root)
+    cliargs.check("--db" if args.db else "[store] path", cliargs.database, applied.db_path)
     clock = args.clock_warp or (file_clock(Path(args.clock_file)) if args.clock_file else system_clock)
     return Daemon(config, config_path=config_path, overrides=overrides, clock=clock).run()
 
@@ -333,13 +354,6 @@ def clock_warp(value: str) -> Clock:
     return warped_clock(at, began, factor)
 
 
-def _date(value: str) -> date:
-    try:
-        return date.fromisoformat(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {value!r}") from exc
-
-
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Generate a seeded demo/test state directory."""
     from daemon import simulate
@@ -347,18 +361,25 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return simulate.main(args)
 
 
+#: Help of the options several commands share.
+CONFIG_HELP = "config.toml (default: built-in defaults)"
+CHECKS_HELP = "link-check results to add, JSON Lines (as `checks export` writes them)"
+TIME_HELP = "RFC 3339, 'now', or a date YYYY-MM-DD (midnight UTC)"
+
+
 def _add_source(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--state", metavar="DIR", help="read a state directory afresh")
-    src.add_argument("--db", metavar="FILE", help="read an honestyd database")
+    src.add_argument("--state", metavar="DIR", type=cliargs.existing_dir, help="read a state directory afresh")
+    src.add_argument("--db", metavar="FILE", type=cliargs.existing_db, help="read an honestyd database")
 
 
 def _add_scoring(p: argparse.ArgumentParser) -> None:
     _add_source(p)
-    p.add_argument("--at", required=True, type=_timestamp, metavar="TIME", help="evaluation time (RFC 3339)")
-    p.add_argument("--window", help="24h, 7d, 30d or any duration (default: the first configured window)")
-    p.add_argument("--config", metavar="FILE", help="config.toml (default: built-in defaults)")
-    p.add_argument("--checks", metavar="FILE", help="link-check results, JSON Lines")
+    p.add_argument("--at", required=True, type=cliargs.timestamp, metavar="TIME", help=f"evaluation time: {TIME_HELP}")
+    p.add_argument("--window", type=cliargs.duration,
+                   help="24h, 7d, 30d or any duration (default: the first configured window)")
+    p.add_argument("--config", metavar="FILE", type=cliargs.readable_file, help=CONFIG_HELP)
+    p.add_argument("--checks", metavar="FILE", type=cliargs.readable_file, help=CHECKS_HELP)
     p.add_argument("--verify-paths", action="store_true", help="check every path citation at --at")
     p.add_argument("--weights", metavar="VERSION", help="score every agent with this weights version")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -366,12 +387,17 @@ def _add_scoring(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``honestyd`` argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(prog="honestyd", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"honestyd {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = cliargs.Parser(prog="honestyd", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter,
+                            epilog="`honestyd COMMAND -h` describes a command. A mistake in the arguments exits with"
+                                   " status 2, Ctrl-C with 130, a closed output pipe with 141.")
+    parser.add_argument("--version", action="version", version=f"honestyd {__version__}",
+                        help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                help="what to do (`honestyd COMMAND -h` for its options)")
 
     p = sub.add_parser("check-config", help="validate a config file and print the effective config")
-    p.add_argument("file")
+    p.add_argument("file", type=cliargs.readable_file, help="the config.toml to check")
     p.set_defaults(func=cmd_check_config)
 
     p = sub.add_parser("score", help="score every agent at a given time")
@@ -379,66 +405,84 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_score)
 
     p = sub.add_parser("audit", help="the decisions and arithmetic behind one agent's score")
-    p.add_argument("agent")
+    p.add_argument("agent", help="the agent's name, as `score` lists it")
     _add_scoring(p)
     p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("ingest", help="one-shot catch-up of a state directory into a database")
-    p.add_argument("--state", required=True, metavar="DIR")
-    p.add_argument("--db", required=True, metavar="FILE")
-    p.add_argument("--config", metavar="FILE")
+    p.add_argument("--state", required=True, metavar="DIR", type=cliargs.existing_dir, help="the state directory")
+    p.add_argument("--db", required=True, metavar="FILE", type=cliargs.database,
+                   help="the database (created if missing; its directory must exist)")
+    p.add_argument("--config", metavar="FILE", type=cliargs.readable_file, help=CONFIG_HELP)
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("rejects", help="list refused lines and files")
-    p.add_argument("--db", required=True, metavar="FILE")
+    p.add_argument("--db", required=True, metavar="FILE", type=cliargs.existing_db, help="the database to read")
     p.set_defaults(func=cmd_rejects)
 
     p = sub.add_parser("export", help="export stored records as JSON Lines")
-    p.add_argument("what", choices=["decisions"])
-    p.add_argument("--db", required=True, metavar="FILE")
-    p.add_argument("--config", metavar="FILE")
+    p.add_argument("what", choices=["decisions"], help="what to export: decisions")
+    p.add_argument("--db", required=True, metavar="FILE", type=cliargs.existing_db, help="the database to read")
+    p.add_argument("--config", metavar="FILE", type=cliargs.readable_file,
+                   help=f"{CONFIG_HELP}: which kinds are decisions")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("verify", help="check cited sources now and store the results")
-    p.add_argument("--state", required=True, metavar="DIR")
-    p.add_argument("--db", required=True, metavar="FILE")
-    p.add_argument("--config", metavar="FILE")
+    p.add_argument("--state", required=True, metavar="DIR", type=cliargs.existing_dir,
+                   help="the state directory (ingested first; path citations are checked in it)")
+    p.add_argument("--db", required=True, metavar="FILE", type=cliargs.database,
+                   help="the database (created if missing; its directory must exist)")
+    p.add_argument("--config", metavar="FILE", type=cliargs.readable_file, help=CONFIG_HELP)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--all", action="store_true", help="check every cited target")
-    which.add_argument("--sample", type=_date, metavar="DATE", help="the daily sample of DATE (default: today)")
-    p.add_argument("--at", type=_timestamp, metavar="TIME", help=argparse.SUPPRESS)
-    p.add_argument("--json", action="store_true")
+    which.add_argument("--sample", type=cliargs.day, metavar="DATE", help="the daily sample of DATE (default: today)")
+    # Test hook: verify as of a fixed time.
+    p.add_argument("--at", type=cliargs.timestamp, metavar="TIME", help=argparse.SUPPRESS)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_verify)
+
+    from daemon.tuning import FLOOR
 
     p = sub.add_parser("tune", help="fit weights to reviewer labels (constrained least squares)")
     _add_source(p)
     p.add_argument("--agent", help="tune this agent's own contract")
-    p.add_argument("--min-labels", dest="min_labels", type=int, default=100)
-    p.add_argument("--config", metavar="FILE")
-    p.add_argument("--checks", metavar="FILE", help="link-check results, JSON Lines")
-    p.add_argument("--at", type=_timestamp, metavar="TIME", help="evaluation time (default: the newest record)")
+    p.add_argument("--min-labels", dest="min_labels", type=cliargs.positive_int, default=FLOOR, metavar="N",
+                   help=f"labelled decisions needed for a proposal (default {FLOOR}; --apply below {FLOOR} needs"
+                        " --force)")
+    p.add_argument("--config", metavar="FILE", type=cliargs.readable_file,
+                   help=f"{CONFIG_HELP}; --apply writes to the weights file it names")
+    p.add_argument("--checks", metavar="FILE", type=cliargs.readable_file, help=CHECKS_HELP)
+    p.add_argument("--at", type=cliargs.timestamp, metavar="TIME",
+                   help=f"evaluation time: {TIME_HELP} (default: the newest record)")
     p.add_argument("--apply", metavar="VERSION", help="write the proposed weights as this new version")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--force", action="store_true",
+                   help=f"with --apply: apply below {FLOOR} labels, or weights no better held out than those in force")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("history", help="an agent's daily score trend under any weights version")
-    p.add_argument("agent")
+    p.add_argument("agent", help="the agent's name")
     _add_source(p)
-    p.add_argument("--weights", metavar="VERSION")
-    p.add_argument("--window", help="which window's trend (default: the first configured)")
-    p.add_argument("--days", type=int, default=14, help="days to compute with --state or --backfill")
+    p.add_argument("--weights", metavar="VERSION", help="render under this weights version (default: the agent's)")
+    p.add_argument("--window", type=cliargs.duration, help="which configured window's trend (default: the first)")
+    p.add_argument("--days", type=cliargs.positive_int, default=14, metavar="N",
+                   help="days to compute with --state or --backfill (default 14)")
     p.add_argument("--backfill", action="store_true", help="with --db: compute the days from the records and store")
-    p.add_argument("--at", type=_timestamp, metavar="TIME", help="last day (default: the newest record)")
-    p.add_argument("--config", metavar="FILE")
-    p.add_argument("--checks", metavar="FILE", help="link-check results, JSON Lines")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--at", type=cliargs.timestamp, metavar="TIME",
+                   help=f"last day: {TIME_HELP} (default: the newest record)")
+    p.add_argument("--config", metavar="FILE", type=cliargs.readable_file, help=CONFIG_HELP)
+    p.add_argument("--checks", metavar="FILE", type=cliargs.readable_file, help=CHECKS_HELP)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_history)
 
     p = sub.add_parser("run", help="run the daemon: watch, ingest, score, verify, serve")
-    p.add_argument("--config", metavar="FILE")
-    p.add_argument("--state", metavar="DIR", help="state root (overrides [state] root)")
-    p.add_argument("--db", metavar="FILE", help="database (overrides [store] path)")
-    p.add_argument("--listen", metavar="HOST:PORT", help="HTTP address (overrides [daemon] listen)")
+    p.add_argument("--config", metavar="FILE", type=cliargs.readable_file,
+                   help=f"{CONFIG_HELP}; SIGHUP reads it again")
+    p.add_argument("--state", metavar="DIR", type=cliargs.existing_dir, help="state root (overrides [state] root)")
+    p.add_argument("--db", metavar="FILE", type=cliargs.database,
+                   help="database (overrides [store] path; created if missing, its directory must exist)")
+    p.add_argument("--listen", metavar="HOST:PORT", type=cliargs.listen,
+                   help="HTTP address (overrides [daemon] listen)")
     # Test hook: read "now" from a file, so tests move time without sleeping.
     p.add_argument("--clock-file", metavar="FILE", help=argparse.SUPPRESS)
     # Benchmark hook: ORIGIN,SINCE,RATE, a clock RATE times fast that read ORIGIN at the Unix time SINCE.
@@ -446,13 +490,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("checks", help="move check results in and out as JSON Lines")
-    checks_sub = p.add_subparsers(dest="checks_command", required=True)
+    checks_sub = p.add_subparsers(dest="checks_command", required=True, metavar="export|import",
+                                  help="export the stored checks, or import a file of them")
     q = checks_sub.add_parser("export", help="print every stored check")
-    q.add_argument("--db", required=True, metavar="FILE")
+    q.add_argument("--db", required=True, metavar="FILE", type=cliargs.existing_db, help="the database to read")
     q.set_defaults(func=cmd_checks_export)
     q = checks_sub.add_parser("import", help="append checks from a file")
-    q.add_argument("--db", required=True, metavar="FILE")
-    q.add_argument("file")
+    q.add_argument("--db", required=True, metavar="FILE", type=cliargs.database,
+                   help="the database (created if missing; its directory must exist)")
+    q.add_argument("file", type=cliargs.readable_file, help="check results, JSON Lines (a pipe works: /dev/stdin)")
     q.set_defaults(func=cmd_checks_import)
 
     from daemon import demo, simulate
@@ -464,17 +510,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("simulate", help="generate a seeded state directory with agents following policies")
     simulate.add_arguments(p)
     p.set_defaults(func=cmd_simulate)
-    return parser
+    return cliargs.finish(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``honestyd`` console script."""
+    """Entry point of the ``honestyd`` console script: exit status 2 for a mistake, 130 for Ctrl-C."""
     from daemon import logescape
 
-    args = build_parser().parse_args(argv)
     logescape.configure()  # every command: text from the state reaches stderr escaped (`run` logs more)
-    code: int = args.func(args)
-    return code
+    return cliargs.run(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from collectors.checks import load_checks
 from collectors.rfc3339 import format_ts
-from daemon import logescape
+from daemon import cliargs, logescape
+from daemon.cliargs import UsageError
 from daemon.config import load_config
 from daemon.simulate import simulate
 from daemon.store import Store
@@ -84,7 +85,7 @@ def prepare(directory: Path, seed: int, listen: str) -> tuple[Path, Path, Path]:
     """Generate the demo state ending now, its config, and a database holding the planted link checks."""
     if directory.exists():
         if not (directory / "state" / ".sim").exists():
-            raise SystemExit(f"{directory} exists and is not a demo directory; choose another --dir")
+            raise UsageError(f"--dir {directory}: exists and is not a demo directory; choose another --dir")
         shutil.rmtree(directory)
     root, db, config = directory / "state", directory / "honestyd.db", directory / "config.toml"
     start = (datetime.now(UTC) - timedelta(days=3)).replace(second=0, microsecond=0)
@@ -125,12 +126,14 @@ async def run_demo(args: argparse.Namespace) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``demo`` sub-command's options."""
     parser.add_argument("--dir", default="demo-state", help="where to put the demo (wiped and regenerated)")
-    parser.add_argument("--listen", default="127.0.0.1:9478", metavar="HOST:PORT")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--interval", type=float, default=3.0, help="seconds between live events")
-    parser.add_argument("--slip-after", dest="slip_after", type=float, default=60.0,
+    parser.add_argument("--listen", default="127.0.0.1:9478", metavar="HOST:PORT", type=cliargs.configured_listen,
+                        help="where the demo daemon serves (default 127.0.0.1:9478)")
+    parser.add_argument("--seed", type=int, default=7, help="random seed of the generated state (default 7)")
+    parser.add_argument("--interval", type=cliargs.seconds(), default=3.0, help="seconds between live events")
+    parser.add_argument("--slip-after", dest="slip_after", type=cliargs.seconds(zero=True), default=60.0,
                         help="seconds before the slipping agent turns dishonest")
-    parser.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0: run)")
+    parser.add_argument("--duration", type=cliargs.seconds(zero=True), default=0.0,
+                        help="stop after this many seconds (0: run)")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -38,6 +38,8 @@ class LiveFeed:
         self.applied = 0
         #: (records held, ids let go) after the last evaluation: LiveModel.size, for /metrics.
         self.size = (0, 0)
+        #: Visible labels on ids no record carries, after the last evaluation (honesty_labels_unmatched).
+        self.unmatched = 0
         #: The largest rowid of a heartbeat event applied (those rows are never removed: see sync).
         self._heartbeat_top = 0
         self._lock = threading.Lock()
@@ -151,12 +153,25 @@ class LiveFeed:
             windows = self.model.evaluate(at)
             self.at = at
             self.size = self.model.size()
+            self.unmatched = self.model.unmatched_labels
             return windows
 
     def latest_decisions(self, agents: Collection[str]) -> dict[str, datetime]:
         """Each agent's latest decision time as of the last evaluation (what [limits] max_agents ranks by)."""
         with self._lock:
             return self.model.latest_decisions(agents)
+
+    def knows(self, record_id: str, store: Store) -> bool | None:
+        """Whether honestyd has stored a record with this id (None: not evaluated yet, it cannot tell). The model
+        answers for what it holds or let go; the store for rows it has not applied yet, all of them above the last
+        heartbeat row applied (a new row's rowid is above every surviving one): a range of the primary key."""
+        with self._lock:
+            if self.at is None:
+                return None
+            if self.model.holds_id(record_id):
+                return True
+            with store.reading():
+                return store.has_id_above(record_id, self._heartbeat_top)
 
     def agent_result(self, agent: str, window: str) -> tuple[datetime, AgentResult] | None:
         """One agent's result with its audit rows, and the time it is for (the last evaluation's)."""

@@ -77,6 +77,9 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "honesty_agents_over_limit": (
         "gauge", "Agents scored but given no per-agent series, by reason ([limits] max_agents: not among the agents"
         " with the latest decisions; agent_name_too_long: a name over max_agent_name bytes).", ("reason",)),
+    "honesty_labels_unmatched": (
+        "gauge", "Labels whose decision id matches no decision honestyd has stored (a typo, or another system's id).",
+        ()),
     "honesty_benchmark_tasks": ("gauge", "Tasks in the latest benchmark-honesty report of the model.", _B),
     # The report's own 95 % interval of its headline; what that headline is changed between the package's
     # versions (task mean in 0.1.0, balanced in 0.2.0), so read it beside honesty_benchmark_balanced/_task_mean.
@@ -257,6 +260,8 @@ def snapshot_families(snapshot: Snapshot | None, *, agents: bool = True) -> list
         out.add("honesty_model_ids_let_go", (), snapshot.model[1])
     for reason, count in snapshot.exported.over_limit().items():
         out.add("honesty_agents_over_limit", (reason,), count)
+    if snapshot.labels_unmatched is not None:
+        out.add("honesty_labels_unmatched", (), snapshot.labels_unmatched)
     _benchmarks(out, snapshot.evals, snapshot.config.benchmark_models, snapshot.exported)
     return list(out)
 

@@ -93,7 +93,7 @@ def _schemas(config: Config) -> dict[str, Schema]:
                               "weights_version": _STRING, "audit": _STRING}}
     return {
         "Error": {"type": "object", "required": ["error"], "properties": {
-            "error": _STRING, "allowed": {"type": "array", "items": _STRING}}},
+            "error": _STRING, "allowed": {"type": "array", "items": _STRING}, "decision": _STRING}},
         "ComponentCounts": counts,
         "AgentScore": {"type": "object", "required": [*head, *score_fields],
                        "properties": {**head, **score_fields}},
@@ -178,8 +178,11 @@ def document(config: Config) -> dict[str, Any]:
                 "400": _response("Not a JSON object, an unknown field or a bad value", _ref("Error")),
                 "401": _response("No bearer token", _ref("Error")),
                 "403": _response("Token not authorised, or labelling as another reviewer", _ref("Error")),
+                "404": _response("No decision with this id was ever stored", _ref("Error")),
                 "408": _response("Body not received in time", _ref("Error")),
                 "413": _response(f"Body larger than [api] max_body ({config.api.max_body} bytes)", _ref("Error")),
+                "503": _response("Decisions not loaded yet (the daemon is starting or rebuilding its model)",
+                                 _ref("Error")),
             },
         }},
     }

@@ -50,6 +50,8 @@ from pathlib import Path
 from typing import IO, NamedTuple, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from daemon import cliargs
+
 __all__ = [
     "DEFAULT_START",
     "GHOST_PATHS",
@@ -1158,32 +1160,24 @@ def simulate(
     return _Generator(seed, out, agents, days, start_dt, events_per_day, url_base).run()
 
 
-def _parse_time(text: str) -> datetime:
-    value = text.strip()
-    if value[-1:] in ("Z", "z"):
-        value = value[:-1] + "+00:00"
-    parsed = datetime.fromisoformat(value)
-    if parsed.tzinfo is None:
-        raise ValueError(f"time without an offset: {text!r}")
-    return parsed
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``simulate`` sub-command's options to ``parser``."""
     parser.add_argument("--seed", type=int, required=True, help="random seed")
-    parser.add_argument("--out", type=Path, required=True, help="output state directory")
-    parser.add_argument("--agents", type=int, default=6, help="number of agents (default 6)")
-    parser.add_argument("--days", type=int, default=3, help="simulated days (default 3)")
+    parser.add_argument("--out", type=cliargs.fresh_dir, required=True,
+                        help="output state directory (missing or empty)")
+    parser.add_argument("--agents", type=cliargs.positive_int, default=6, help="number of agents (default 6)")
+    parser.add_argument("--days", type=cliargs.positive_int, default=3, help="simulated days (default 3)")
     parser.add_argument(
         "--start",
         default=None,
         metavar="TIME",
-        help="RFC 3339 start time (default 2026-05-01T00:00:00Z)",
+        type=cliargs.timestamp,
+        help="start time: RFC 3339, 'now', or a date YYYY-MM-DD (default 2026-05-01T00:00:00Z)",
     )
     parser.add_argument(
         "--events-per-day",
         dest="events_per_day",
-        type=int,
+        type=cliargs.positive_int,
         default=40,
         help="decisions per agent per day (default 40)",
     )
@@ -1199,13 +1193,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Run the ``simulate`` sub-command; print a one-line summary."""
     try:
-        start = _parse_time(args.start) if args.start is not None else None
         summary = simulate(
             args.seed,
             Path(args.out),
             agents=args.agents,
             days=args.days,
-            start=start,
+            start=args.start,
             events_per_day=args.events_per_day,
             url_base=args.url_base,
         )

@@ -46,6 +46,8 @@ class Snapshot:
     model: tuple[int, int] | None = None
     #: The agents with per-agent series (daemon/limits.py), chosen once per evaluation; by default every agent.
     exported: Exported = field(default_factory=Exported)
+    #: Labels whose decision id no stored record carries (honesty_labels_unmatched); None outside the daemon.
+    labels_unmatched: int | None = None
 
 
 def build_snapshot(

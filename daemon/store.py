@@ -754,6 +754,16 @@ class Store:
             for r in self.conn.execute(f"SELECT {', '.join(cols)} FROM rejects ORDER BY path, generation, line")
         ]
 
+    def has_id_above(self, record_id: str, rowid: int) -> bool:
+        """True iff an event with this id has a rowid above ``rowid``: a range of the primary key, not the whole
+        table (there is no index on id: see :meth:`events_with_ids`)."""
+        row = self.conn.execute("SELECT 1 FROM events WHERE rowid > ? AND id = ? LIMIT 1", (rowid, record_id))
+        return row.fetchone() is not None
+
+    def has_agent(self, agent: str) -> bool:
+        """True iff an event by ``agent`` is stored (a scan until the first: for the CLI, not the daemon)."""
+        return self.conn.execute("SELECT 1 FROM events WHERE agent = ? LIMIT 1", (agent,)).fetchone() is not None
+
     def counts(self) -> dict[str, int]:
         """Row counts of the main tables (for summaries and tests)."""
         return {

@@ -3,6 +3,10 @@
 A new version goes to the weights file named by ``[weights] file`` (never into the user's
 config.toml), becomes the active version (or the agent's own, with ``--agent``), and is logged
 once in the changelog; a running daemon picks it up on SIGHUP.
+
+Two guardrails stand before ``--apply`` (``--force`` passes both): at least :data:`FLOOR` labelled
+decisions, whatever ``--min-labels`` lowers the report's own minimum to, and a held-out correlation
+strictly better than that of the weights in force over the same folds.
 """
 
 from __future__ import annotations
@@ -19,9 +23,13 @@ from typing import Any
 
 from collectors.rfc3339 import format_ts
 from daemon import changelog
+from daemon.cliargs import UsageError
 from daemon.config import COMPONENTS, Config, ConfigError, load_config
 from scorers.context import Context, Records
 from scorers.tune import Figures, TuneResult, samples_from, tune
+
+#: Labelled decisions ``--apply`` needs without ``--force`` (and the report's default minimum, ``--min-labels``).
+FLOOR = 100
 
 
 def latest_time(records: Records) -> datetime | None:
@@ -35,6 +43,21 @@ def _fig(f: Figures) -> dict[str, float | None]:
             "heldout_agreement": f.heldout_agreement}
 
 
+def refusals(r: TuneResult, version: str) -> list[str]:
+    """Why ``--apply`` would refuse these proposed weights without ``--force`` (empty: it would apply them)."""
+    out = []
+    if r.labels < FLOOR:
+        out.append(f"{r.labels} labelled decisions are fewer than the {FLOOR} --apply needs: weights fitted to so few"
+                   " labels follow their noise")
+    new, cur = r.proposed_figures.heldout_correlation, r.current_figures.heldout_correlation
+    if new is None or (cur is not None and new <= cur) or (cur is None and new <= 0):
+        shown = "undefined" if new is None else f"{new:.3f}"
+        than = "undefined" if cur is None else f"{cur:.3f}"
+        out.append(f"the proposal's held-out correlation ({shown}) is not better than that of {version}, the weights"
+                   f" in force ({than}, the same {r.folds} folds)")
+    return out
+
+
 def result_json(r: TuneResult, version: str, agent: str | None) -> dict[str, Any]:
     """The tuning report as data."""
     return {
@@ -43,21 +66,26 @@ def result_json(r: TuneResult, version: str, agent: str | None) -> dict[str, Any
                     **_fig(r.current_figures)},
         "proposed": {"weights": dict(zip(COMPONENTS, r.proposed, strict=True)), **_fig(r.proposed_figures)},
         "method": "constrained least squares (w ≥ 0, Σw = 1), exact over all support sets; N/A imputed by mean",
+        "apply": {"floor": FLOOR, "refusals": refusals(r, version)},
     }
 
 
 def render(r: TuneResult, version: str, agent: str | None) -> str:
-    """The tuning report as a table."""
+    """The tuning report as a table: weights, then the figures of both vectors side by side."""
     def f(x: float | None) -> str:
-        return "  n/a" if x is None else f"{x:5.3f}"
+        return "n/a" if x is None else f"{x:.3f}"
 
+    current = f"{version} (in force)"
+    width = max(len(current), 8)
     lines = [f"tuning {'agent ' + agent if agent else 'all agents'} on {r.labels} labels ({r.folds}-fold held out)",
-             f"{'component':<26} {'current':>8} {'proposed':>9}"]
+             f"{'component':<26} {current:>{width}} {'proposed':>9}"]
     for c, cur, new in zip(COMPONENTS, r.current, r.proposed, strict=True):
-        lines.append(f"{c:<26} {cur:8.3f} {new:9.3f}")
-    for name, fig in ((f"current ({version})", r.current_figures), ("proposed", r.proposed_figures)):
-        lines.append(f"{name:<26} correlation {f(fig.correlation)} agreement {f(fig.agreement)} · held out: "
-                     f"correlation {f(fig.heldout_correlation)} agreement {f(fig.heldout_agreement)}")
+        lines.append(f"{c:<26} {cur:>{width}.3f} {new:9.3f}")
+    rows = (("correlation, in sample", "correlation"), ("agreement, in sample", "agreement"),
+            ("correlation, held out", "heldout_correlation"), ("agreement, held out", "heldout_agreement"))
+    for name, key in rows:
+        cur_fig, new_fig = getattr(r.current_figures, key), getattr(r.proposed_figures, key)
+        lines.append(f"{name:<26} {f(cur_fig):>{width}} {f(new_fig):>9}")
     return "\n".join(lines) + "\n"
 
 
@@ -93,13 +121,22 @@ def write_weights_file(path: Path, version: str, weights: tuple[float, ...], age
     os.replace(tmp, path)
 
 
-def apply(config_path: Path, config: Config, version: str, weights: tuple[float, ...], agent: str | None,
-          state_root: Path, now: datetime) -> str | None:
-    """Write the version and log the change once; returns an error message or None."""
+def cannot_apply(config: Config, version: str) -> str | None:
+    """Why no version ``version`` can be written under ``config``, whatever the weights (None: it can)."""
     if config.weights_file is None:
         return "set [weights] file = \"weights.toml\" in the config first; tune never rewrites config.toml"
     if version in config.weights_versions:
         return f"weights version {version!r} exists already; versions never change, choose a new name"
+    return None
+
+
+def apply(config_path: Path, config: Config, version: str, weights: tuple[float, ...], agent: str | None,
+          state_root: Path, now: datetime) -> str | None:
+    """Write the version and log the change once; returns an error message or None."""
+    blocked = cannot_apply(config, version)
+    if blocked:
+        return blocked
+    assert config.weights_file is not None
     write_weights_file(config.weights_file, version, weights, agent)
     try:
         new = load_config(config_path)
@@ -118,6 +155,10 @@ def main(args: argparse.Namespace, records: Records, config: Config) -> int:
         print("nothing to tune on: no events or labels", file=sys.stderr)
         return 1
     ctx = Context(records, at, config)
+    if args.agent is not None and args.agent not in ctx.by_agent:
+        raise UsageError(f"--agent {args.agent}: no decisions by this agent up to {format_ts(at)}")
+    if args.force and not args.apply:
+        raise UsageError("--force only goes with --apply")
     samples = samples_from(ctx, args.agent)
     who = f"agent {args.agent!r}" if args.agent else "all agents"
     if len(samples) < args.min_labels:
@@ -131,16 +172,30 @@ def main(args: argparse.Namespace, records: Records, config: Config) -> int:
         print(json.dumps(result_json(result, version, args.agent), indent=2))
     else:
         sys.stdout.write(render(result, version, args.agent))
-    if args.apply:
-        if args.config is None:
-            print("--apply needs --config FILE (the weights file is named there)", file=sys.stderr)
-            return 2
-        root = Path(args.state) if args.state else config.state_root
-        error = apply(Path(args.config), config, args.apply, result.proposed, args.agent, root, at)
-        if error:
-            print(error, file=sys.stderr)
-            return 2
-        target = f"agent {args.agent}" if args.agent else "the active version"
-        print(f"applied: weights {args.apply} written to {config.weights_file} as {target} at {format_ts(at)};"
-              " send SIGHUP to a running daemon (systemctl reload honestyd)")
+    return _apply(args, config, result, version, at) if args.apply else 0
+
+
+def _apply(args: argparse.Namespace, config: Config, result: TuneResult, version: str, at: datetime) -> int:
+    """``--apply``: write the proposal unless a guardrail refuses it (exit status 2) and ``--force`` is not given."""
+    if args.config is None:
+        raise UsageError(f"--apply {args.apply}: needs --config FILE (the weights file is named there)")
+    blocked = cannot_apply(config, args.apply)
+    if blocked:
+        raise UsageError(f"--apply {args.apply}: {blocked}")
+    refused = refusals(result, version)
+    if refused and not args.force:
+        for why in refused:
+            print(f"not applied: {why}", file=sys.stderr)
+        print("not applied: pass --force to apply these weights anyway", file=sys.stderr)
+        return 2
+    for why in refused:
+        print(f"applied with --force although {why}", file=sys.stderr)
+    root = Path(args.state) if args.state else config.state_root
+    error = apply(Path(args.config), config, args.apply, result.proposed, args.agent, root, at)
+    if error:
+        print(error, file=sys.stderr)
+        return 2
+    target = f"agent {args.agent}" if args.agent else "the active version"
+    print(f"applied: weights {args.apply} written to {config.weights_file} as {target} at {format_ts(at)};"
+          " send SIGHUP to a running daemon (systemctl reload honestyd)")
     return 0

@@ -431,10 +431,16 @@ class LiveModel:
         self._days: dict[int, list[str]] = {}
         self._shadowed: dict[str, list[_Record]] = {}
         self._hidden: list[tuple[datetime, int, _Record]] = []
+        #: How many records in _hidden carry each id: holds_id answers for them without walking the heap.
+        self._hidden_ids: Counter[str] = Counter()
         self._loaded: list[_Record] = []  # arrived before the first evaluation, in no order
         self._removed: set[int] = set()  # id() of hidden events removed before they became visible
         self._documents: dict[str, list[Event]] = {}
         self._labels: dict[str, list[Label]] = defaultdict(list)
+        #: The ids in _labels that no record held here carries, and how many visible labels are on them: labels on a
+        #: decision honestyd never saw (a typo, another system's id), kept as the store keeps them and counted.
+        self._orphans: set[str] = set()
+        self.unmatched_labels = 0
         self._hidden_labels: list[tuple[datetime, int, Label]] = []
         self._all_checks: list[CheckResult] = []
         self._hidden_checks: list[tuple[datetime, int, CheckResult]] = []
@@ -469,6 +475,11 @@ class LiveModel:
         """Every record the model holds (visible, shadowed, hidden, loaded, removed while hidden), each once."""
         return [*self._winner.values(), *(e for rest in self._shadowed.values() for e in rest),
                 *(h[2] for h in self._hidden), *self._loaded]
+
+    def holds_id(self, record_id: str) -> bool:
+        """True if a record with this id is here (shown, or dated after T), or was let go (its 64-bit hash matches:
+        the store has it). Records added before the first evaluation are not asked about (see LiveFeed.knows)."""
+        return record_id in self._winner or record_id in self._hidden_ids or self._let_go(record_id)
 
     def size(self) -> tuple[int, int]:
         """(records held, ids let go): what :meth:`records` would list, counted without listing them."""
@@ -819,6 +830,7 @@ class LiveModel:
             self._loaded.append(e)  # the first evaluation sorts them all at once (a heap entry would cost ~100 B)
         elif e.ts > self.at:
             heapq.heappush(self._hidden, (e.ts, next(self._seq), e))
+            self._hidden_ids[e.id] += 1
         else:
             self._show(e)
 
@@ -827,6 +839,9 @@ class LiveModel:
         winner = self._winner.get(e.id)
         if winner is None:
             self._winner[e.id] = e
+            if self._orphans and e.id in self._orphans:  # the labels on this id find their record
+                self._orphans.discard(e.id)
+                self.unmatched_labels -= len(self._labels[e.id])
             if self.evicts:
                 self._days.setdefault(e.ts.toordinal(), []).append(e.id)
             self._index(e)
@@ -859,6 +874,10 @@ class LiveModel:
                 self._file_again(e.id)
             else:
                 del self._winner[e.id]
+                labels = self._labels.get(e.id)
+                if labels:  # its labels now name no record
+                    self._orphans.add(e.id)
+                    self.unmatched_labels += len(labels)
             return
         shadowed = self._shadowed.get(e.id, [])
         for i, s in enumerate(shadowed):
@@ -869,6 +888,16 @@ class LiveModel:
                 self._file_again(e.id)
                 return
         self._removed.add(id(e))  # still hidden: forget it when its time comes
+        if not self._fresh:  # in _hidden, not _loaded
+            self._unhide_id(e.id)
+
+    def _unhide_id(self, record_id: str) -> None:
+        """One hidden record of this id shown or removed."""
+        left = self._hidden_ids[record_id] - 1
+        if left:
+            self._hidden_ids[record_id] = left
+        else:
+            del self._hidden_ids[record_id]
 
     def _file_again(self, record_id: str) -> None:
         """One of the id's records went and others stay: file the id under the day of its newest one left. The days
@@ -1092,6 +1121,9 @@ class LiveModel:
             return  # waited hidden while its decision was let go
         self._labels[label.decision].append(label)
         d = self._winner.get(label.decision)
+        if d is None:
+            self._orphans.add(label.decision)
+            self.unmatched_labels += 1
         if isinstance(d, Event) and self._is_decision(d):
             labelled = self._agents[d.agent].labelled
             labelled[d.id] = max(labelled.get(d.id, label.ts), label.ts)
@@ -1117,6 +1149,7 @@ class LiveModel:
             if id(e) in self._removed:
                 self._removed.discard(id(e))
             else:
+                self._unhide_id(e.id)
                 self._show(e)
         while self._hidden_labels and self._hidden_labels[0][0] <= at:
             self._show_label(heapq.heappop(self._hidden_labels)[2])
@@ -1169,6 +1202,7 @@ class LiveModel:
                 if isinstance(e, Event) and e.line is None:
                     self._documents.setdefault(e.path, []).append(e)
                 heapq.heappush(self._hidden, (e.ts, next(self._seq), e))
+                self._hidden_ids[e.id] += 1
         # Everything is dirty already: labels, checks and files need no per-record invalidation.
         self.add_labels(labels)
         self.add_checks(checks)

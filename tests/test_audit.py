@@ -67,7 +67,11 @@ def test_audit_json_matches_score_and_lists_every_decision(honestyd: Run) -> Non
 
 def test_unknown_agent_is_an_error(honestyd: Run) -> None:
     proc = honestyd("audit", "nobody", "--state", WE / "state", "--at", AT, check=False)
-    assert proc.returncode == 1 and "no decisions by 'nobody'" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.startswith("honestyd audit: error: agent 'nobody': no decisions")
+    assert proc.stderr.count("\n") == 1
+    # An agent it knows, with no decision in the window: not a mistake, no result (exit status 1).
+    late = honestyd("audit", "iris", "--state", WE / "state", "--at", "2027-01-01", check=False)
+    assert late.returncode == 1 and "no decisions by 'iris' in the listing window" in late.stderr
 
 
 def test_weights_flag_re_renders_under_another_version(honestyd: Run, tmp_path: Path) -> None:

@@ -214,6 +214,33 @@ def test_labels_api(tmp_path: Path) -> None:
         assert stop(d)[0] == 0
 
 
+def test_labels_for_unknown_decisions(tmp_path: Path) -> None:
+    """POST /v1/labels answers 404 for an id no stored record carries; label files keep theirs, counted."""
+    root = _state(tmp_path)
+    (root / "labels").mkdir()
+    now = datetime.now(UTC)
+    (root / "labels" / "reviews.jsonl").write_text("".join(json.dumps(
+        {"ts": format_ts(now - timedelta(minutes=5)), "decision": d, "value": "up", "reviewer": "maya"}) + "\n"
+        for d in ("ada-2", "ghost-1")))
+    good = {"Authorization": "Bearer s3cret-token", "Content-Type": "application/json"}
+    with daemon(tmp_path, root, env=_reviewer_env()) as d:
+        assert d.metric("honesty_labels_unmatched") == 1  # ghost-1: kept, counted, labelling nothing
+        status, reply = d.post("/v1/labels", json.dumps({"decision": "ada-99", "value": "down"}).encode(), good)
+        assert status == 404 and reply["decision"] == "ada-99" and "unknown decision 'ada-99'" in reply["error"]
+        assert not (root / "labels" / "api.jsonl").exists()
+        assert d.post("/v1/labels", json.dumps({"decision": "ada-3", "value": "down"}).encode(), good)[0] == 201
+        # ada-99 arrives: once stored, the label is taken (evaluated yet or not: the store answers for the rest).
+        _append(root / "heartbeats" / "ada.jsonl", _line(99, datetime.now(UTC)))
+        wait_for(lambda: d.metric("honesty_ingest_records_total", source="heartbeats") == 7, 5, "ada-99 stored")
+        assert d.post("/v1/labels", json.dumps({"decision": "ada-99", "value": "down"}).encode(), good)[0] == 201
+        # ghost-1 arrives too: its file label finds its decision.
+        _append(root / "heartbeats" / "ada.jsonl", _line(1, datetime.now(UTC), agent="ghost"))
+        wait_for(lambda: d.metric("honesty_labels_unmatched") == 0, 5, "ghost-1's label matched")
+        lines = [json.loads(x)["decision"] for x in (root / "labels" / "api.jsonl").read_text().splitlines()]
+        assert lines == ["ada-3", "ada-99"]
+        assert stop(d)[0] == 0
+
+
 def test_api_routes_and_errors(tmp_path: Path) -> None:
     root = _state(tmp_path)
     (root / "heartbeats" / "evil.jsonl").write_text("".join(

@@ -451,6 +451,9 @@ class _LabelBackend:
     def now(self) -> datetime:
         return datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
+    async def knows_decision(self, decision: str) -> bool | None:
+        return True  # the property is about bodies: every id is one the daemon stored
+
     async def append_label(self, label: dict[str, str]) -> None:
         self.appended.append(label)
 

@@ -318,6 +318,7 @@ def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict
     model = LiveModel(config, evict=True)
     variants = summed_differently(config)
     stored = _Stored()
+    ever: set[str] = set()  # every id stored at some step
     outputs = []
     for step in program:
         if step[0] == "restart":
@@ -331,6 +332,7 @@ def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict
             continue
         if step[0] != "eval":
             _apply(model, stored, step)
+            ever |= {e.id for e in stored.events}
             continue
         at = _at(step[1])
         before = model.evicted_to
@@ -344,6 +346,13 @@ def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict
         if model.evicted_to != before:
             _assert_let_go_of_all_it_may(model)
         _assert_indexes_hold(model)
+        # Labels on no visible record: recounted from the store (ids let go count as seen, deleted since or not).
+        seen = {e.id for e in stored.events if e.ts <= at}
+        assert model.unmatched_labels == sum(1 for lb in stored.labels if lb.ts <= at and lb.decision not in seen
+                                             and not model._let_go(lb.decision))
+        # What POST /v1/labels asks: every stored id is held (or let go); a deleted brief's may stay, as let go.
+        held = {i for i in [*IDS, *ever, "never-stored"] if model.holds_id(i)}
+        assert {e.id for e in stored.events} <= held <= ever, (held, ever)
         ctx = Context(stored.records(), at, config)
         for name, _ in config.scoring.windows:
             pure = evaluate_window(ctx, name)

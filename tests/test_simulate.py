@@ -295,7 +295,11 @@ def test_cli_main(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     line = capsys.readouterr().out
     assert line.count("\n") == 1 and "2026-06-01T12:00:00Z" in line
     assert (out / "briefs" / "ada-2026-06-01.md").is_file()
-    # A non-empty directory is refused rather than mixed with stale files.
-    assert main(parser.parse_args(argv)) == 2
+    # A non-empty directory is refused rather than mixed with stale files: as --out is parsed, and by simulate().
+    with pytest.raises(SystemExit) as refused:
+        parser.parse_args(argv)
+    assert refused.value.code == 2 and "exists and is not empty" in capsys.readouterr().err
+    assert main(argparse.Namespace(**{**vars(parser.parse_args([*argv[:2], "--out", str(tmp_path / "new")])),
+                                      "out": str(out)})) == 2
     with pytest.raises(ValueError):
         simulate(1, tmp_path / "x", start=datetime(2026, 5, 1))  # naive on purpose

@@ -23,10 +23,13 @@ from tests.conftest import Run
 from tests.daemon_harness import daemon, stop, wait_for, write_config
 
 TRUE = (0.40, 0.15, 0.20, 0.15, 0.05, 0.05)  # self_correction's 0.05 is the current version's: it is kept
+Q3 = (0.35, 0.25, 0.20, 0.10, 0.05, 0.05)  # the weights in force (config.toml's active version)
+FAR = (0.05, 0.05, 0.75, 0.05, 0.05, 0.05)  # far from Q3: a fit to labels drawn from it is better held out
 
 
-def _labelled_state(tmp: Path, seed: int = 5, days: int = 3) -> tuple[Path, Path, datetime]:
-    """Simulated days whose every decision is labelled 👍 with probability Σ w_true·x (known weights)."""
+def _labelled_state(tmp: Path, seed: int = 5, days: int = 3, weights: tuple[float, ...] = TRUE
+                    ) -> tuple[Path, Path, datetime]:
+    """Simulated days whose every decision is labelled 👍 with probability Σ w·x (known weights)."""
     root = tmp / "state"
     simulate(seed, root, agents=10, days=days)
     (root / "labels" / "reviews.jsonl").unlink()  # the simulator's own labels follow policies, not weights
@@ -41,7 +44,7 @@ def _labelled_state(tmp: Path, seed: int = 5, days: int = 3) -> tuple[Path, Path
     rng = random.Random(seed)
     lines = []
     for n, (s, row) in enumerate(zip(samples, rows, strict=True)):
-        p = sum(w * x for w, x in zip(TRUE, row, strict=True))
+        p = sum(w * x for w, x in zip(weights, row, strict=True))
         value = "up" if rng.random() < p else "down"
         d = ctx.by_id[s.decision]
         lines.append(json.dumps({"ts": format_ts(d.ts + timedelta(seconds=1)), "decision": s.decision,
@@ -88,7 +91,7 @@ def test_tuning_refuses_below_the_minimum(honestyd: Run, tmp_path: Path) -> None
 
 
 def test_apply_logs_once_and_the_daemon_picks_it_up_on_reload(honestyd: Run, tmp_path: Path) -> None:
-    root, checks, _ = _labelled_state(tmp_path)
+    root, checks, _ = _labelled_state(tmp_path, weights=FAR)  # the proposal is better held out: applied unforced
     # The daemon scores now; shift nothing — it reads weights, which do not depend on time.
     config = write_config(tmp_path / "config.toml", '[weights]\nfile = "weights.toml"\n')
     with daemon(tmp_path, root, config=config) as d:
@@ -112,14 +115,65 @@ def test_agent_contract_from_tune_agent(honestyd: Run, tmp_path: Path) -> None:
     root, checks, _ = _labelled_state(tmp_path)
     config = tmp_path / "config.toml"
     config.write_text('[github]\nrepo = "acme/app"\n[weights]\nfile = "weights.toml"\n')
+    # ada's decisions all score alike (no correlation to beat): applying is forced.
     honestyd("tune", "--state", root, "--config", config, "--checks", checks, "--agent", "ada",
-             "--min-labels", "50", "--apply", "ada.v1")
+             "--min-labels", "50", "--apply", "ada.v1", "--force")
     cfg = load_config(config)
     assert cfg.weights_for("ada")[0] == "ada.v1" and cfg.weights_for("bo")[0] == "v2026.Q3"
     score = json.loads(honestyd("score", "--state", root, "--config", config, "--checks", checks,
                                 "--at", "2026-05-08T00:00:00Z", "--json").stdout)
     assert score["agents"]["ada"]["weights_version"] == "ada.v1"
     assert score["agents"]["bo"]["weights_version"] == "v2026.Q3"
+
+
+def _figures(stdout: str) -> dict[str, list[str]]:
+    """The report's figure rows: name → [weights in force, proposed]."""
+    rows = [line.rsplit(None, 2) for line in stdout.splitlines() if line.startswith(("correlation", "agreement"))]
+    return {name.strip(): [cur, new] for name, cur, new in rows}
+
+
+def test_apply_below_the_floor_needs_force(honestyd: Run, tmp_path: Path) -> None:
+    """``--min-labels 5 --apply`` once applied a fit to a handful of labels; below 100 it now needs --force."""
+    root, checks, _ = _labelled_state(tmp_path, weights=FAR)
+    reviews = root / "labels" / "reviews.jsonl"
+    reviews.write_text("".join(reviews.read_text().splitlines(keepends=True)[:40]))
+    config = write_config(tmp_path / "config.toml", '[weights]\nfile = "weights.toml"\n')
+    base = ["tune", "--state", root, "--config", config, "--checks", checks, "--min-labels", "5"]
+    refused = honestyd(*base, "--apply", "v.small", check=False)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "not applied: 40 labelled decisions are fewer than the 100 --apply needs" in refused.stderr
+    assert "pass --force" in refused.stderr
+    assert set(_figures(refused.stdout)) == {"correlation, in sample", "agreement, in sample",
+                                             "correlation, held out", "agreement, held out"}
+    assert not (tmp_path / "weights.toml").exists() and not (root / "iris" / "honesty-changelog.md").exists()
+    forced = honestyd(*base, "--apply", "v.small", "--force")
+    assert "applied with --force although 40 labelled decisions" in forced.stderr
+    assert "applied: weights v.small" in forced.stdout and "v.small" in (tmp_path / "weights.toml").read_text()
+
+
+def test_apply_refuses_weights_no_better_held_out_than_those_in_force(honestyd: Run, tmp_path: Path) -> None:
+    """Labels drawn from the weights in force: a fit to them is no better on the folds it did not see."""
+    root, checks, _ = _labelled_state(tmp_path, weights=Q3)
+    config = write_config(tmp_path / "config.toml", '[weights]\nfile = "weights.toml"\n')
+    base = ["tune", "--state", root, "--config", config, "--checks", checks]
+    report = json.loads(honestyd(*base, "--json").stdout)
+    current, proposed = report["current"]["heldout_correlation"], report["proposed"]["heldout_correlation"]
+    assert report["labels"] >= 100 and proposed <= current  # the premise: not better held out
+    assert report["apply"]["refusals"] == [
+        f"the proposal's held-out correlation ({proposed:.3f}) is not better than that of v2026.Q3, the weights in"
+        f" force ({current:.3f}, the same 5 folds)"]
+    refused = honestyd(*base, "--apply", "v.same", check=False)
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines()[0] == "not applied: " + report["apply"]["refusals"][0]
+    figures = _figures(refused.stdout)  # side by side: the weights in force, then the proposal
+    assert figures["correlation, held out"] == [f"{current:.3f}", f"{proposed:.3f}"]
+    assert figures["agreement, held out"] == [f"{report['current']['heldout_agreement']:.3f}",
+                                              f"{report['proposed']['heldout_agreement']:.3f}"]
+    assert figures["correlation, in sample"] == [f"{report['current']['correlation']:.3f}",
+                                                 f"{report['proposed']['correlation']:.3f}"]
+    assert not (tmp_path / "weights.toml").exists()
+    honestyd(*base, "--apply", "v.same", "--force")
+    assert load_config(config).weights_active == "v.same"
 
 
 def test_history_under_two_versions_differs_exactly_as_the_weights_predict(honestyd: Run, tmp_path: Path) -> None:
