@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import BinaryIO
 
 from collectors.jsonl import MAX_LINE_BYTES
+from collectors.safeopen import open_regular
 
 HEAD_BYTES = 1024
 MARKER_BYTES = 64
@@ -86,7 +87,7 @@ def find_rotated(directory: str, cursor: Cursor) -> str | None:
             st = entry.stat(follow_symlinks=False)
             if st.st_dev != cursor.dev:
                 continue
-            fd = os.open(entry.path, os.O_RDONLY)
+            fd = open_regular(entry.path, follow=False)  # a FIFO swapped in since the scandir is never waited on
             try:
                 if matches(fd, cursor):
                     return entry.path

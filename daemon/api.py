@@ -347,7 +347,10 @@ async def post_label(request: web.Request) -> web.Response:
         except TimestampError:
             return _error(400, "ts must be an RFC 3339 timestamp with an offset")
     label = {"ts": format_ts(ts), "decision": decision, "value": str(value), "reviewer": reviewer}
-    await backend.append_label(label)
+    try:
+        await backend.append_label(label)
+    except OSError as exc:  # refused (daemon/safefile.py: a symlink, FIFO or device there) or failed: never a 201
+        return _error(500, f"label not written: {exc.filename}: {exc.strerror}", path=str(exc.filename))
     return _json({"ok": True, "label": label}, status=201)
 
 

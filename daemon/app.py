@@ -44,7 +44,7 @@ from watchdog.observers import Observer
 
 from collectors.poll import LogPoller
 from collectors.records import EvalReport
-from daemon import changelog, modelcache
+from daemon import changelog, modelcache, safefile
 from daemon.api import HTTP_LIMITS, HTTP_LOG, make_app
 from daemon.config import COMPONENTS, Config, ConfigError, load_config
 from daemon.gcpolicy import Freezer
@@ -253,10 +253,11 @@ class Daemon:
         return self._config.state_root / self._config.changelog
 
     def changelog_text(self) -> str:
-        """The changelog as it stands (empty when none yet)."""
+        """The changelog as it stands (empty when none yet, or when it is not a regular file inside the root)."""
         try:
-            return self.changelog_path().read_text(encoding="utf-8")
-        except OSError:
+            return changelog.changelog_text(self.changelog_path(), self._config.state_root)
+        except OSError as exc:  # a FIFO there must not block the page (or the start), a symlink not be followed
+            log.warning("changelog %s not read: %s", self.changelog_path(), exc.strerror)
             return ""
 
     async def history(self, agent: str) -> list[DayCounts]:
@@ -267,21 +268,19 @@ class Daemon:
             return await asyncio.to_thread(store.history, agent)
 
     async def append_label(self, label: dict[str, str]) -> None:
-        """Append one label line to ``labels/api.jsonl`` (one write, O_APPEND) and ingest it."""
+        """Append one label line to ``labels/api.jsonl`` (one write, O_APPEND) and ingest it.
+
+        Raises OSError, logged as an ERROR naming the path: :class:`safefile.RefusedFile` when that name, or
+        ``labels``, is not a regular file (a directory) inside the state root (a symlink, a FIFO, a device).
+        """
         import json
 
-        path = self._config.state_root / LABELS_FILE
         line = (json.dumps(label, ensure_ascii=False) + "\n").encode("utf-8")
-
-        def write() -> None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line)
-            finally:
-                os.close(fd)
-
-        await asyncio.to_thread(write)
+        try:
+            await asyncio.to_thread(safefile.append, self._config.state_root, LABELS_FILE, line)
+        except OSError as exc:
+            log.error("label not written: %s: %s", exc.filename, exc.strerror)
+            raise
         self._on_path(LABELS_FILE)
 
     # --- signals and lifecycle
@@ -660,7 +659,7 @@ class Daemon:
             return
         path = self.changelog_path()
         if self._changelog is None or self._changelog.path != path:  # a reload may move it
-            self._changelog = changelog.Appender(path)
+            self._changelog = changelog.Appender(path, self._config.state_root)
         try:
             written = self._changelog.append(entries)
         except OSError as exc:

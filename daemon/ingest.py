@@ -23,6 +23,7 @@ from collectors.evals import parse_eval
 from collectors.jsonl import parse_event, parse_label, strip_ending
 from collectors.markdown import decode, front_matter_ts, parse_markdown
 from collectors.records import Event, Label, Reject
+from collectors.safeopen import RefusedFile, open_for_reading, read_regular
 from collectors.statedir import Confinement, FileInfo, glob_match, inside, stat_file, walk
 from collectors.tail import Cursor, advance, complete_lines, find_rotated, matches, new_cursor
 from daemon.config import Config
@@ -332,7 +333,9 @@ class Ingester:
     def _whole_file(self, info: FileInfo, source: str | None, observed: bool) -> IngestStats:
         stats = IngestStats()
         try:
-            raw = Path(info.abspath).read_bytes()
+            raw = read_regular(info.abspath)  # a FIFO or device swapped in since the walk is never read or waited on
+        except RefusedFile:
+            return stats  # not a regular file any more: the next pass sees what it is now
         except OSError as exc:
             log.warning("%s: cannot read: %s", info.path, exc.strerror)
             return stats
@@ -415,7 +418,7 @@ class Ingester:
 
     def _read(self, abspath: str, cursor: Cursor, source: str, stats: IngestStats) -> Cursor:
         try:
-            f = open(abspath, "rb")  # noqa: SIM115 - closed below; kept open across batches
+            f = open_for_reading(abspath)  # never a FIFO or device: one swapped in since the stat is not waited on
         except OSError:
             return cursor
         with f:
