@@ -561,8 +561,10 @@ class Daemon:
     # --- scoring
 
     def _counters(self) -> Counters:
+        ingester = self.ingester
         return Counters(Counter(self.ingest_records), Counter(self.ingest_rejects), Counter(self.checks),
-                        Counter(self.check_failures), Counter(self.scheduler_missed), self.store_full)
+                        Counter(self.check_failures), Counter(self.scheduler_missed), self.store_full,
+                        unreadable_files=len(ingester.unreadable) if ingester is not None else None)
 
     def _request_rescore(self) -> None:
         self._rescore_dirty = True

@@ -27,6 +27,7 @@ from collectors.safeopen import RefusedFile, open_for_reading, read_regular
 from collectors.statedir import Confinement, FileInfo, glob_match, inside, stat_file, walk
 from collectors.tail import Cursor, advance, complete_lines, find_rotated, matches, new_cursor
 from daemon.config import Config
+from daemon.skips import Unreadable, vanished
 from daemon.store import CitationRow, EventRow, IndexRow, Store, event_rows
 
 log = logging.getLogger("honestyd.ingest")
@@ -131,6 +132,8 @@ class Ingester:
         self.root = root
         self.config = config
         self.clock = clock
+        #: What could not be read (logged once each, retried at every rescan).
+        self.unreadable = Unreadable()
         #: Lines taken in the open transaction group of ingest_paths (None: no group open).
         self._group_lines: int | None = None
         #: Records and rejects the current (or last) pass has committed: when a refused write ends a pass early,
@@ -164,14 +167,22 @@ class Ingester:
         self._new_pass()
         stats = IngestStats()
         seen: set[str] = set()
-        for info in walk(self.root):
-            seen.add(info.path)
-            stats.merge(self.ingest_file(info, observed=observed))
-        # Logs that vanished from their glob may have been rotated away: drain them.
-        for cursor in self.store.cursors():
-            if cursor.path not in seen:
-                stats.merge(self._tail(cursor.path, None))
-        stats.merge(self._forget_missing(seen))
+        unreadable = self.unreadable
+        unreadable.begin_scan()
+        complete = False
+        try:
+            for info in walk(self.root, on_error=unreadable.failed):
+                seen.add(info.path)
+                stats.merge(self.ingest_file(info, observed=observed))
+            # Logs that vanished from their glob may have been rotated away: drain them. What a folder that cannot
+            # be listed holds is not gone: it is neither drained nor deleted.
+            for cursor in self.store.cursors():
+                if cursor.path not in seen and not unreadable.hides(cursor.path):
+                    stats.merge(self._tail(cursor.path, None))
+            stats.merge(self._forget_missing(seen))
+            complete = True
+        finally:
+            unreadable.end_scan(complete)
         return stats
 
     def ingest_path(self, rel: str, *, observed: bool = True) -> IngestStats:
@@ -179,6 +190,12 @@ class Ingester:
         info = stat_file(self.root, rel, self._confinement)
         if info is None:
             stats = IngestStats()
+            try:
+                os.lstat(os.path.join(self.root, rel))
+            except PermissionError:
+                return stats  # in a folder that cannot be searched: not gone (the rescan reports the folder)
+            except OSError:
+                pass
             if self.source_of(rel) in ("heartbeats", "labels"):
                 stats.merge(self._tail(rel, None))
             index = self._row(rel)
@@ -311,7 +328,7 @@ class Ingester:
     def _forget_missing(self, seen: set[str]) -> IngestStats:
         stats = IngestStats()
         for path, row in self.store.index_rows().items():
-            if row.deleted is None and path not in seen:
+            if row.deleted is None and path not in seen and not self.unreadable.hides(path):
                 stats.merge(self._delete(path))
         return stats
 
@@ -337,8 +354,10 @@ class Ingester:
         except RefusedFile:
             return stats  # not a regular file any more: the next pass sees what it is now
         except OSError as exc:
-            log.warning("%s: cannot read: %s", info.path, exc.strerror)
+            if not vanished(exc):
+                self.unreadable.failed(info.path, exc)
             return stats
+        self.unreadable.read(info.path)
         sha = hashlib.sha256(raw).hexdigest()
         fm_created = None
         if info.path.endswith(".md"):
@@ -419,8 +438,13 @@ class Ingester:
     def _read(self, abspath: str, cursor: Cursor, source: str, stats: IngestStats) -> Cursor:
         try:
             f = open_for_reading(abspath)  # never a FIFO or device: one swapped in since the stat is not waited on
-        except OSError:
+        except RefusedFile:
             return cursor
+        except OSError as exc:
+            if not vanished(exc):
+                self.unreadable.failed(cursor.path, exc)
+            return cursor
+        self.unreadable.read(cursor.path)
         with f:
             fd = f.fileno()
             st = os.fstat(fd)

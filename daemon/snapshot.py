@@ -29,6 +29,7 @@ class Counters:
     check_failures: Mapping[str, int] = field(default_factory=Counter)
     scheduler_missed: Mapping[str, int] = field(default_factory=Counter)
     store_full: int = 0  # writes the store refused with SQLITE_FULL (ingest pauses; nothing is lost)
+    unreadable_files: int | None = None  # files and folders under the root that cannot be read, now (daemon only)
 
 
 @dataclass(frozen=True)
