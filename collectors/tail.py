@@ -74,6 +74,15 @@ def matches(fd: int, cursor: Cursor) -> bool:
     return _sha(os.pread(fd, marker_len, cursor.offset - marker_len)) == cursor.marker_sha
 
 
+def count_lines(fd: int, offset: int = 0) -> int:
+    """How many complete lines the open file holds from ``offset`` on (newlines, read in chunks)."""
+    count = 0
+    while chunk := os.pread(fd, CHUNK, offset):
+        count += chunk.count(b"\n")
+        offset += len(chunk)
+    return count
+
+
 def find_rotated(directory: str, cursor: Cursor) -> str | None:
     """The file in ``directory`` that is the cursor's file under another name (rename rotation)."""
     try:

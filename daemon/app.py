@@ -112,10 +112,12 @@ class _Watcher(FileSystemEventHandler):
     event, and a path's relative form is worked out once.
     """
 
-    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop, deliver: Callable[[str | None], None]) -> None:
+    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop, deliver: Callable[[str | None], None],
+                 moved: Callable[[str, str], None] | None = None) -> None:
         self.root = os.path.realpath(root)
         self.loop = loop
         self.deliver = deliver
+        self.moved = moved  # told (from this thread) of each file renamed: the log poller counts rotations
         self._lock = threading.Lock()
         self._batch: set[str | None] = set()
         self._rels: dict[str, str | None] = {}
@@ -138,6 +140,10 @@ class _Watcher(FileSystemEventHandler):
         if event.event_type in ("opened", "closed_no_write"):
             return
         paths = [event.src_path, *([event.dest_path] if getattr(event, "dest_path", "") else [])]
+        if event.event_type == "moved" and not event.is_directory and self.moved is not None:
+            moved_from = self._rel(event.src_path)
+            if moved_from is not None:
+                self.moved(moved_from, os.fsdecode(event.dest_path))
         for path in paths:
             rel = self._rel(path)
             if rel is None:
@@ -310,7 +316,7 @@ class Daemon:
         gate = Gate()  # the evaluations' snapshots out of the writer's COMMITs: the WAL starts over
         self.store = await asyncio.to_thread(Store.open, cfg.db_path, gate=gate)
         self.reader = await asyncio.to_thread(Store.open, cfg.db_path, readonly=True, gate=gate)
-        self.ingester = Ingester(self.store, cfg.state_root, cfg, self._observed_clock)
+        self.ingester = Ingester(self.store, cfg.state_root, cfg, self._observed_clock, sightings=self.poller.take)
         await asyncio.to_thread(self._record_methodology, None)
         await self._scan()
         await self._rescore()
@@ -564,7 +570,9 @@ class Daemon:
         ingester = self.ingester
         return Counters(Counter(self.ingest_records), Counter(self.ingest_rejects), Counter(self.checks),
                         Counter(self.check_failures), Counter(self.scheduler_missed), self.store_full,
-                        unreadable_files=len(ingester.unreadable) if ingester is not None else None)
+                        unreadable_files=len(ingester.unreadable) if ingester is not None else None,
+                        lost_lines=ingester.losses.lines if ingester is not None else 0,
+                        lost_bytes=ingester.losses.bytes if ingester is not None else 0)
 
     def _request_rescore(self) -> None:
         self._rescore_dirty = True
@@ -800,7 +808,8 @@ class Daemon:
 
     def _start_observer(self, loop: asyncio.AbstractEventLoop) -> None:
         observer = Observer()
-        observer.schedule(_Watcher(self._config.state_root, loop, self._on_path), str(self._config.state_root),
+        observer.schedule(_Watcher(self._config.state_root, loop, self._on_path, self.poller.moved),
+                          str(self._config.state_root),
                           recursive=True, event_filter=list(WATCHED_EVENTS))
         observer.daemon = True
         observer.start()

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import sqlite3
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,12 +24,13 @@ from typing import NamedTuple, TypeVar
 from collectors.evals import parse_eval
 from collectors.jsonl import parse_event, parse_label, strip_ending
 from collectors.markdown import decode, front_matter_ts, parse_markdown
+from collectors.poll import Seen
 from collectors.records import Event, Label, Reject
 from collectors.safeopen import RefusedFile, open_for_reading, read_regular
 from collectors.statedir import Confinement, FileInfo, glob_match, inside, stat_file, walk
 from collectors.tail import Cursor, advance, complete_lines, find_rotated, matches, new_cursor
 from daemon.config import Config
-from daemon.skips import Unreadable, vanished
+from daemon.skips import RotationLosses, Unreadable, vanished
 from daemon.store import CitationRow, EventRow, IndexRow, Store, event_rows
 
 log = logging.getLogger("honestyd.ingest")
@@ -35,6 +38,10 @@ log = logging.getLogger("honestyd.ingest")
 BATCH_LINES = 5000
 T = TypeVar("T")
 Clock = Callable[[], datetime]
+#: What was seen of a log (its generations, where it was renamed to) since the last call for that path and before
+#: the given ``time.monotonic()`` (daemon: the log poller's :meth:`~collectors.poll.LogPoller.take`, told of
+#: renames by the watcher), so that a generation rotated away unread is counted as lost (daemon/skips.py).
+Sightings = Callable[[str, float], Seen]
 
 
 def system_clock() -> datetime:
@@ -127,13 +134,17 @@ def _read_through(cache: dict[str, T], key: str, load: Callable[[str], T]) -> T:
 class Ingester:
     """Feeds one state root into one store. ``observed`` = True means a watcher saw the change now."""
 
-    def __init__(self, store: Store, root: Path, config: Config, clock: Clock = system_clock) -> None:
+    def __init__(self, store: Store, root: Path, config: Config, clock: Clock = system_clock,
+                 sightings: Sightings | None = None) -> None:
         self.store = store
         self.root = root
         self.config = config
         self.clock = clock
-        #: What could not be read (logged once each, retried at every rescan).
+        self.sightings = sightings
+        #: What could not be read (logged once each, retried at every rescan), and what rotation took unread.
         self.unreadable = Unreadable()
+        self.losses = RotationLosses(root, self._is_log)
+        self._stat_at = -math.inf  # time.monotonic() of the stat the file infos of this pass come from
         #: Lines taken in the open transaction group of ingest_paths (None: no group open).
         self._group_lines: int | None = None
         #: Records and rejects the current (or last) pass has committed: when a refused write ends a pass early,
@@ -160,6 +171,9 @@ class Ingester:
                 return name
         return None
 
+    def _is_log(self, rel: str) -> bool:
+        return self.source_of(rel) in ("heartbeats", "labels")
+
     # --- whole passes
 
     def scan(self, *, observed: bool = False) -> IngestStats:
@@ -169,6 +183,7 @@ class Ingester:
         seen: set[str] = set()
         unreadable = self.unreadable
         unreadable.begin_scan()
+        self._stat_at = time.monotonic()
         complete = False
         try:
             for info in walk(self.root, on_error=unreadable.failed):
@@ -187,6 +202,7 @@ class Ingester:
 
     def ingest_path(self, rel: str, *, observed: bool = True) -> IngestStats:
         """Bring one path up to date (a watcher event): it may be new, changed or gone."""
+        self._stat_at = time.monotonic()
         info = stat_file(self.root, rel, self._confinement)
         if info is None:
             stats = IngestStats()
@@ -406,16 +422,24 @@ class Ingester:
         stats = IngestStats()
         source = self.source_of(rel) or "heartbeats"
         cursor = self._cursor(rel)
-        if cursor is not None and (info is None or (info.dev, info.ino) != (cursor.dev, cursor.ino)):
+        seen = self.sightings(rel, self._stat_at) if self.sightings is not None else None
+        if cursor is not None and seen is not None:
+            self.losses.remember(rel, cursor)
+        moved = cursor is not None and (info is None or (info.dev, info.ino) != (cursor.dev, cursor.ino))
+        old = None
+        if cursor is not None and moved:
             # Identity changed or the file is gone: finish the old file wherever it now lives.
             old = self._rotated_copy(rel, cursor)
             if old is not None:
-                self._read(old, cursor, source, stats)
-            if info is None:
-                return stats
-            cursor = new_cursor(rel, info.dev, info.ino, cursor.generation + 1)
+                drained = self._read(old, cursor, source, stats)
+                if seen is not None:
+                    self.losses.remember(rel, drained)
+        if seen is not None and (seen.generations or seen.moved_to):
+            self.losses.count(rel, seen, info, cursor, old)
         if info is None:
             return stats
+        if cursor is not None and moved:
+            cursor = new_cursor(rel, info.dev, info.ino, cursor.generation + 1)
         if cursor is None:
             cursor = new_cursor(rel, info.dev, info.ino)
         self._read(info.abspath, cursor, source, stats)
