@@ -13,6 +13,7 @@ from collectors.evals import parse_eval
 from collectors.jsonl import parse_event, parse_label, strip_ending
 from collectors.markdown import decode, front_matter_ts, parse_markdown
 from collectors.records import EvalReport, Event, FileEntry, Label, Reject
+from collectors.safeopen import read_regular
 from collectors.statedir import FileInfo, glob_match, walk
 from daemon.config import Config
 
@@ -54,7 +55,8 @@ def scan_state(root: Path, config: Config) -> BatchScan:
     for info in walk(root):
         is_md = info.path.endswith(".md")
         try:
-            raw = Path(info.abspath).read_bytes() if is_md or _is_source(info.path, config) else None
+            # Never a FIFO or device swapped in since the walk: not read, not waited on.
+            raw = read_regular(info.abspath) if is_md or _is_source(info.path, config) else None
         except OSError:
             raw = None
         scan.files[info.path] = index_entry(info, raw)

@@ -12,10 +12,29 @@ logs it had before.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
+from typing import NamedTuple
 
 #: What a poll compares: inode, size, modification time (a change to any means: read it again).
 Signature = tuple[int, int, int]
+
+
+class Sighting(NamedTuple):
+    """One generation of a log as the poll saw it: its inode, the largest size seen, when it was first seen."""
+
+    ino: int
+    size: int
+    since: float  # time.monotonic()
+
+
+class Seen(NamedTuple):
+    """What was seen of one log between two passes: its generations (oldest first), and the paths it was moved to
+    (rotated; from the watcher)."""
+
+    generations: list[Sighting]
+    moved_to: list[str]
 
 
 def signature(path: str) -> Signature | None:
@@ -33,6 +52,11 @@ class LogPoller:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._seen: dict[str, Signature | None] = {}
+        #: The generations seen of each log since the ingester last took them (see :meth:`take`); the poll runs on
+        #: the event loop and the ingester in a worker thread, hence the lock.
+        self._generations: dict[str, list[Sighting]] = {}
+        self._moves: dict[str, list[tuple[float, str]]] = {}  # (time.monotonic(), destination) since the last take
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._seen)
@@ -45,7 +69,45 @@ class LogPoller:
         (a pass is pending for it); otherwise the next poll reports it if it exists, so nothing appended
         between the caller's last read and now waits for another append.
         """
-        self._seen[rel] = signature(os.path.join(self.root, rel)) if seen else None
+        now = signature(os.path.join(self.root, rel))
+        self._sighted(rel, now)
+        self._seen[rel] = now if seen else None
+
+    def _sighted(self, rel: str, sig: Signature | None) -> None:
+        if sig is None or not sig[1]:
+            return
+        ino, size, _ = sig
+        with self._lock:
+            generations = self._generations.setdefault(rel, [])
+            last = generations[-1] if generations else None
+            if last is not None and last.ino == ino and size >= last.size:
+                generations[-1] = last._replace(size=size)
+            else:  # another inode at the name, or the same one shorter (truncated, or the inode given to a new file)
+                generations.append(Sighting(ino, size, time.monotonic()))
+
+    def moved(self, rel: str, dest: str) -> None:
+        """The watcher saw the tracked log ``rel`` renamed to ``dest`` (an absolute path): a rotation."""
+        with self._lock:
+            if rel in self._seen or rel in self._generations:
+                self._moves.setdefault(rel, []).append((time.monotonic(), dest))
+
+    def take(self, rel: str, before: float) -> Seen:
+        """What was seen of ``rel`` since the last call and before ``before`` (``time.monotonic()`` of the ingester's
+        stat); what came later is kept for the next call.
+
+        The ingester compares it with what it read: a generation rotated away before a pass could read it is
+        counted as lost (daemon/ingest.py), where it would have passed silently.
+        """
+        with self._lock:
+            generations = self._generations.pop(rel, [])
+            moves = self._moves.pop(rel, [])
+            later = [g for g in generations if g.since >= before]
+            if later:
+                self._generations[rel] = later
+            later_moves = [m for m in moves if m[0] >= before]
+            if later_moves:
+                self._moves[rel] = later_moves
+            return Seen([g for g in generations if g.since < before], [dest for at, dest in moves if at < before])
 
     def changed(self) -> list[str]:
         """The tracked logs whose signature changed since last seen, in sorted order.
@@ -58,6 +120,7 @@ class LogPoller:
             now = signature(os.path.join(self.root, rel))
             if now == before:
                 continue
+            self._sighted(rel, now)
             found.append(rel)
             if now is None:
                 del self._seen[rel]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -100,15 +101,23 @@ def stat_file(root: Path, rel: str, confinement: Confinement | None = None) -> F
     return FileInfo(rel, full, st.st_mtime_ns, st.st_size, st.st_dev, st.st_ino)
 
 
-def walk(root: Path) -> list[FileInfo]:
+def walk(root: Path, on_error: Callable[[str, OSError], None] | None = None) -> list[FileInfo]:
     """Every regular file under ``root`` in read order (lexicographic relative path).
 
     Names starting with ``.`` are skipped; symlinks are followed only while they stay inside
-    the root, and a directory reached twice (a symlink loop) is walked once.
+    the root, and a directory reached twice (a symlink loop) is walked once. A directory that
+    cannot be listed, or an entry that cannot be stat'ed (say mode 000), is skipped and handed to
+    ``on_error`` as (relative path, "." for the root; the error), unless it has just vanished.
     """
     root_real = os.path.realpath(root)
     found: list[FileInfo] = []
     seen_dirs: set[str] = set()
+
+    def _report(rel: str, exc: OSError) -> None:
+        # Gone meanwhile, or a symlink loop (a broken link, like a dangling one): nothing there to read.
+        if on_error is not None and not isinstance(exc, FileNotFoundError | NotADirectoryError) \
+                and exc.errno != errno.ELOOP:
+            on_error(rel, exc)
 
     def visit(abs_dir: str, rel_dir: str) -> Iterator[FileInfo]:
         real_dir = os.path.realpath(abs_dir)
@@ -117,7 +126,8 @@ def walk(root: Path) -> list[FileInfo]:
         seen_dirs.add(real_dir)
         try:
             entries = sorted(os.scandir(abs_dir), key=lambda e: e.name)
-        except OSError:
+        except OSError as exc:
+            _report(rel_dir or ".", exc)
             return
         for entry in entries:
             if entry.name.startswith("."):
@@ -132,7 +142,8 @@ def walk(root: Path) -> list[FileInfo]:
                 if entry.is_symlink() and not inside(root_real, entry.path):
                     continue
                 st = entry.stat(follow_symlinks=True)
-            except OSError:
+            except OSError as exc:
+                _report(rel, exc)
                 continue
             yield FileInfo(rel, entry.path, st.st_mtime_ns, st.st_size, st.st_dev, st.st_ino)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import BinaryIO
 
 from collectors.jsonl import MAX_LINE_BYTES
+from collectors.safeopen import open_regular
 
 HEAD_BYTES = 1024
 MARKER_BYTES = 64
@@ -73,6 +74,15 @@ def matches(fd: int, cursor: Cursor) -> bool:
     return _sha(os.pread(fd, marker_len, cursor.offset - marker_len)) == cursor.marker_sha
 
 
+def count_lines(fd: int, offset: int = 0) -> int:
+    """How many complete lines the open file holds from ``offset`` on (newlines, read in chunks)."""
+    count = 0
+    while chunk := os.pread(fd, CHUNK, offset):
+        count += chunk.count(b"\n")
+        offset += len(chunk)
+    return count
+
+
 def find_rotated(directory: str, cursor: Cursor) -> str | None:
     """The file in ``directory`` that is the cursor's file under another name (rename rotation)."""
     try:
@@ -86,7 +96,7 @@ def find_rotated(directory: str, cursor: Cursor) -> str | None:
             st = entry.stat(follow_symlinks=False)
             if st.st_dev != cursor.dev:
                 continue
-            fd = os.open(entry.path, os.O_RDONLY)
+            fd = open_regular(entry.path, follow=False)  # a FIFO swapped in since the scandir is never waited on
             try:
                 if matches(fd, cursor):
                     return entry.path

@@ -320,6 +320,33 @@ async def _unknown_decision(backend: Backend, decision: str) -> web.Response | N
     return None
 
 
+def _label_body(raw: bytes, reviewer: str, now: datetime) -> tuple[str, str, datetime] | web.Response:
+    """The (decision, value, ts) of a label request's body, or the 400/403 answer it gets."""
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return _error(400, "body must be a JSON object")
+    if not isinstance(body, dict):
+        return _error(400, "body must be a JSON object")
+    unknown = sorted(set(body) - {"decision", "value", "ts", "reviewer"})
+    if unknown:
+        return _error(400, f"unknown field {unknown[0]!r}")
+    decision, value = body.get("decision"), body.get("value")
+    if not isinstance(decision, str) or not decision or len(decision) > 1000 or not _is_text(decision):
+        return _error(400, "decision must be a non-empty decision id")
+    if value not in LABEL_VALUES:
+        return _error(400, "value must be 'up' or 'down'")
+    if body.get("reviewer", reviewer) != reviewer:
+        return _error(403, "a token may only label as its own reviewer")
+    ts = now
+    if "ts" in body:
+        try:
+            ts = parse_ts(body["ts"])
+        except TimestampError:
+            return _error(400, "ts must be an RFC 3339 timestamp with an offset")
+    return decision, str(value), ts
+
+
 async def post_label(request: web.Request) -> web.Response:
     """A 👍/👎 from an authorised reviewer, appended to ``labels/api.jsonl``."""
     backend = request.app[BACKEND]
@@ -338,33 +365,18 @@ async def post_label(request: web.Request) -> web.Response:
         return timed_out
     if len(raw) > limit:
         return _error(413, f"body larger than {limit} bytes")
-    try:
-        body = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return _error(400, "body must be a JSON object")
-    if not isinstance(body, dict):
-        return _error(400, "body must be a JSON object")
-    unknown = sorted(set(body) - {"decision", "value", "ts", "reviewer"})
-    if unknown:
-        return _error(400, f"unknown field {unknown[0]!r}")
-    decision, value = body.get("decision"), body.get("value")
-    if not isinstance(decision, str) or not decision or len(decision) > 1000 or not _is_text(decision):
-        return _error(400, "decision must be a non-empty decision id")
-    if value not in LABEL_VALUES:
-        return _error(400, "value must be 'up' or 'down'")
-    if body.get("reviewer", reviewer) != reviewer:
-        return _error(403, "a token may only label as its own reviewer")
-    ts = backend.now()
-    if "ts" in body:
-        try:
-            ts = parse_ts(body["ts"])
-        except TimestampError:
-            return _error(400, "ts must be an RFC 3339 timestamp with an offset")
+    parsed = _label_body(raw, reviewer, backend.now())
+    if isinstance(parsed, web.Response):
+        return parsed
+    decision, value, ts = parsed
     refused = await _unknown_decision(backend, decision)
     if refused is not None:
         return refused
-    label = {"ts": format_ts(ts), "decision": decision, "value": str(value), "reviewer": reviewer}
-    await backend.append_label(label)
+    label = {"ts": format_ts(ts), "decision": decision, "value": value, "reviewer": reviewer}
+    try:
+        await backend.append_label(label)
+    except OSError as exc:  # refused (daemon/safefile.py: a symlink, FIFO or device there) or failed: never a 201
+        return _error(500, f"label not written: {exc.filename}: {exc.strerror}", path=str(exc.filename))
     return _json({"ok": True, "label": label}, status=201)
 
 

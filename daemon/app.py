@@ -44,7 +44,7 @@ from watchdog.observers import Observer
 
 from collectors.poll import LogPoller
 from collectors.records import EvalReport
-from daemon import changelog, limits, modelcache
+from daemon import changelog, limits, modelcache, safefile
 from daemon.api import HTTP_LIMITS, HTTP_LOG, make_app
 from daemon.config import COMPONENTS, Config, ConfigError, load_config
 from daemon.gcpolicy import Freezer
@@ -113,10 +113,12 @@ class _Watcher(FileSystemEventHandler):
     event, and a path's relative form is worked out once.
     """
 
-    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop, deliver: Callable[[str | None], None]) -> None:
+    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop, deliver: Callable[[str | None], None],
+                 moved: Callable[[str, str], None] | None = None) -> None:
         self.root = os.path.realpath(root)
         self.loop = loop
         self.deliver = deliver
+        self.moved = moved  # told (from this thread) of each file renamed: the log poller counts rotations
         self._lock = threading.Lock()
         self._batch: set[str | None] = set()
         self._rels: dict[str, str | None] = {}
@@ -139,6 +141,10 @@ class _Watcher(FileSystemEventHandler):
         if event.event_type in ("opened", "closed_no_write"):
             return
         paths = [event.src_path, *([event.dest_path] if getattr(event, "dest_path", "") else [])]
+        if event.event_type == "moved" and not event.is_directory and self.moved is not None:
+            moved_from = self._rel(event.src_path)
+            if moved_from is not None:
+                self.moved(moved_from, os.fsdecode(event.dest_path))
         for path in paths:
             rel = self._rel(path)
             if rel is None:
@@ -255,10 +261,11 @@ class Daemon:
         return self._config.state_root / self._config.changelog
 
     def changelog_text(self) -> str:
-        """The changelog as it stands (empty when none yet)."""
+        """The changelog as it stands (empty when none yet, or when it is not a regular file inside the root)."""
         try:
-            return self.changelog_path().read_text(encoding="utf-8")
-        except OSError:
+            return changelog.changelog_text(self.changelog_path(), self._config.state_root)
+        except OSError as exc:  # a FIFO there must not block the page (or the start), a symlink not be followed
+            log.warning("changelog %s not read: %s", self.changelog_path(), exc.strerror)
             return ""
 
     async def history(self, agent: str) -> list[DayCounts]:
@@ -282,21 +289,19 @@ class Daemon:
         return await asyncio.to_thread(ask)
 
     async def append_label(self, label: dict[str, str]) -> None:
-        """Append one label line to ``labels/api.jsonl`` (one write, O_APPEND) and ingest it."""
+        """Append one label line to ``labels/api.jsonl`` (one write, O_APPEND) and ingest it.
+
+        Raises OSError, logged as an ERROR naming the path: :class:`safefile.RefusedFile` when that name, or
+        ``labels``, is not a regular file (a directory) inside the state root (a symlink, a FIFO, a device).
+        """
         import json
 
-        path = self._config.state_root / LABELS_FILE
         line = (json.dumps(label, ensure_ascii=False) + "\n").encode("utf-8")
-
-        def write() -> None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line)
-            finally:
-                os.close(fd)
-
-        await asyncio.to_thread(write)
+        try:
+            await asyncio.to_thread(safefile.append, self._config.state_root, LABELS_FILE, line)
+        except OSError as exc:
+            log.error("label not written: %s: %s", exc.filename, exc.strerror)
+            raise
         self._on_path(LABELS_FILE)
 
     # --- signals and lifecycle
@@ -326,7 +331,7 @@ class Daemon:
         gate = Gate()  # the evaluations' snapshots out of the writer's COMMITs: the WAL starts over
         self.store = await asyncio.to_thread(Store.open, cfg.db_path, gate=gate)
         self.reader = await asyncio.to_thread(Store.open, cfg.db_path, readonly=True, gate=gate)
-        self.ingester = Ingester(self.store, cfg.state_root, cfg, self._observed_clock)
+        self.ingester = Ingester(self.store, cfg.state_root, cfg, self._observed_clock, sightings=self.poller.take)
         await asyncio.to_thread(self._record_methodology, None)
         await self._scan()
         await self._rescore()
@@ -579,8 +584,12 @@ class Daemon:
     # --- scoring
 
     def _counters(self) -> Counters:
+        ingester = self.ingester
         return Counters(Counter(self.ingest_records), Counter(self.ingest_rejects), Counter(self.checks),
-                        Counter(self.check_failures), Counter(self.scheduler_missed), self.store_full)
+                        Counter(self.check_failures), Counter(self.scheduler_missed), self.store_full,
+                        unreadable_files=len(ingester.unreadable) if ingester is not None else None,
+                        lost_lines=ingester.losses.lines if ingester is not None else 0,
+                        lost_bytes=ingester.losses.bytes if ingester is not None else 0)
 
     def _request_rescore(self) -> None:
         self._rescore_dirty = True
@@ -679,7 +688,7 @@ class Daemon:
             return
         path = self.changelog_path()
         if self._changelog is None or self._changelog.path != path:  # a reload may move it
-            self._changelog = changelog.Appender(path)
+            self._changelog = changelog.Appender(path, self._config.state_root)
         try:
             written = self._changelog.append(entries)
         except OSError as exc:
@@ -818,7 +827,8 @@ class Daemon:
 
     def _start_observer(self, loop: asyncio.AbstractEventLoop) -> None:
         observer = Observer()
-        observer.schedule(_Watcher(self._config.state_root, loop, self._on_path), str(self._config.state_root),
+        observer.schedule(_Watcher(self._config.state_root, loop, self._on_path, self.poller.moved),
+                          str(self._config.state_root),
                           recursive=True, event_filter=list(WATCHED_EVENTS))
         observer.daemon = True
         observer.start()

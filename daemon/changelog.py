@@ -28,13 +28,11 @@ File format (one ``## YYYY-MM-DD`` heading per day; each entry's first line is i
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import os
 import re
 import stat
-import tempfile
 import threading
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -45,7 +43,7 @@ from typing import Any
 from urllib.parse import quote
 
 from collectors.rfc3339 import format_duration, format_ts
-from daemon import limits
+from daemon import limits, safefile
 from daemon.config import COMPONENTS, Config, Phrases, Signal
 from daemon.pages import agent_href
 from daemon.snapshot import Snapshot
@@ -485,46 +483,24 @@ def _check(entry: Entry) -> None:
         raise ValueError(f"changelog entry {entry.key!r} holds a line break, a second key or a heading")
 
 
-def _read(path: Path) -> bytes:
-    """The file's bytes (b"" when missing), never through a symlink: the state root is written by agents."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        return b""
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise OSError(errno.ELOOP, "changelog is a symbolic link; refusing to follow it", str(path)) from exc
-        raise
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):  # a FIFO would block and a device could be anything
-            raise OSError(errno.EINVAL, "changelog is not a regular file", str(path))
-        return f.read()
+def _confined(path: Path, root: Path | None) -> tuple[Path, str]:
+    """(root, ``path`` relative to it) for :mod:`daemon.safefile`; with no root, the file's own directory is one."""
+    if root is None:
+        return path.parent, path.name
+    return root, path.relative_to(root).as_posix()
 
 
-def _write_atomic(path: Path, data: bytes, mode: int) -> None:
+def _read(path: Path, root: Path | None = None) -> bytes:
+    """The file's bytes (b"" when missing), never through a symlink nor from a FIFO or device: the state root is
+    written by agents (see :mod:`daemon.safefile`; ``root``: the directories below it must be real ones too)."""
+    return safefile.read(*_confined(path, root)) or b""
+
+
+def _write_atomic(path: Path, data: bytes, mode: int, root: Path | None = None) -> None:
     """Replace ``path`` with ``data``: readers see the old file or the new one, never a torn one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A dot name: the ingester ignores dot files, and the changelog usually lives under the state root.
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)  # mkstemp creates 0600; the changelog is public
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    # The rename itself must survive a crash too.
-    dir_fd = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    if root is None:
+        path.parent.mkdir(parents=True, exist_ok=True)  # no root to confine to: the caller's own directory
+    safefile.replace(*_confined(path, root), data, mode)
 
 
 class Appender:
@@ -539,8 +515,9 @@ class Appender:
     read-then-replace writes at once would lose one's entries.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, root: Path | None = None) -> None:
         self.path = path
+        self.root = root  # the state root the file is confined to (None: its own directory)
         self._lock = threading.Lock()
         self._seen: tuple[int, int, int] | None = None
         self._present: set[str] = set()
@@ -560,23 +537,23 @@ class Appender:
             signature = self._signature()
             if signature is None or signature != self._seen:
                 # Taken before the read: a change in between makes the next call read again.
-                self._present = set(_KEY_LINE.findall(changelog_text(self.path)))
+                self._present = set(_KEY_LINE.findall(changelog_text(self.path, self.root)))
                 self._seen = signature
             new = [e for e in entries if e.key not in self._present]
             if not new:
                 return []
-            written = append_entries(self.path, new)  # which checks the file itself again
+            written = append_entries(self.path, new, self.root)  # which checks the file itself again
             self._present.update(e.key for e in written)
             self._seen = self._signature()
             return written
 
 
-def changelog_text(path: Path) -> str:
-    """The changelog's text ("" when missing), read without following a symlink (for the start-up fingerprint)."""
-    return _read(path).decode("utf-8", errors="replace")
+def changelog_text(path: Path, root: Path | None = None) -> str:
+    """The changelog's text ("" when missing), read as :func:`_read` reads it (for the start-up fingerprint)."""
+    return _read(path, root).decode("utf-8", errors="replace")
 
 
-def append_entries(path: Path, entries: Sequence[Entry]) -> list[Entry]:
+def append_entries(path: Path, entries: Sequence[Entry], root: Path | None = None) -> list[Entry]:
     """Append the entries whose key is not in the file yet; return those written, in file order.
 
     A missing (or empty) file starts with the title and one explaining line. The file is append-only:
@@ -587,11 +564,12 @@ def append_entries(path: Path, entries: Sequence[Entry]) -> list[Entry]:
     already in the file. Entries are meant for "today or later", so that is the usual case; an entry
     dated earlier (a clock stepped back) goes under the last heading rather than repeat a day's heading,
     and its own text carries its timestamp. Single writer: the daemon is the only process appending.
-    Raises ValueError for a malformed entry and OSError when the path is a symlink or not a regular file.
+    Raises ValueError for a malformed entry and OSError (:class:`daemon.safefile.RefusedFile`) when the path is a
+    symlink or not a regular file, or (``root`` given) a directory between ``root`` and the file is not a real one.
     """
     for entry in entries:
         _check(entry)
-    old = _read(path)
+    old = _read(path, root)
     text = old.decode("utf-8", errors="replace")
     present = set(_KEY_LINE.findall(text))
     last: date | None = None
@@ -620,5 +598,5 @@ def append_entries(path: Path, entries: Sequence[Entry]) -> list[Entry]:
         mode = stat.S_IMODE(path.lstat().st_mode)
     except FileNotFoundError:
         mode = 0o644
-    _write_atomic(path, old + "".join(parts).encode("utf-8"), mode)
+    _write_atomic(path, old + "".join(parts).encode("utf-8"), mode, root)
     return written

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import sqlite3
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,11 +24,14 @@ from typing import NamedTuple, TypeVar
 from collectors.evals import parse_eval
 from collectors.jsonl import parse_event, parse_label, strip_ending
 from collectors.markdown import decode, front_matter_ts, parse_markdown
+from collectors.poll import Seen
 from collectors.records import Event, Label, Reject
+from collectors.safeopen import RefusedFile, open_for_reading, read_regular
 from collectors.statedir import Confinement, FileInfo, glob_match, inside, stat_file, walk
 from collectors.tail import Cursor, advance, complete_lines, find_rotated, matches, new_cursor
 from daemon.config import Config
 from daemon.rejectlog import RejectLog
+from daemon.skips import RotationLosses, Unreadable, vanished
 from daemon.store import CitationRow, EventRow, IndexRow, Store, event_rows
 
 log = logging.getLogger("honestyd.ingest")
@@ -34,6 +39,10 @@ log = logging.getLogger("honestyd.ingest")
 BATCH_LINES = 5000
 T = TypeVar("T")
 Clock = Callable[[], datetime]
+#: What was seen of a log (its generations, where it was renamed to) since the last call for that path and before
+#: the given ``time.monotonic()`` (daemon: the log poller's :meth:`~collectors.poll.LogPoller.take`, told of
+#: renames by the watcher), so that a generation rotated away unread is counted as lost (daemon/skips.py).
+Sightings = Callable[[str, float], Seen]
 
 
 def system_clock() -> datetime:
@@ -127,13 +136,18 @@ class Ingester:
     """Feeds one state root into one store. ``observed`` = True means a watcher saw the change now."""
 
     def __init__(self, store: Store, root: Path, config: Config, clock: Clock = system_clock,
-                 reject_log: RejectLog | None = None) -> None:
+                 reject_log: RejectLog | None = None, sightings: Sightings | None = None) -> None:
         self.store = store
         self.root = root
         self.config = config
         self.clock = clock
         #: Rejected lines are logged through it: ``[limits] reject_log_per_minute`` per file, then a summary.
         self.reject_log = reject_log or RejectLog()
+        self.sightings = sightings
+        #: What could not be read (logged once each, retried at every rescan), and what rotation took unread.
+        self.unreadable = Unreadable()
+        self.losses = RotationLosses(root, self._is_log)
+        self._stat_at = -math.inf  # time.monotonic() of the stat the file infos of this pass come from
         #: Lines taken in the open transaction group of ingest_paths (None: no group open).
         self._group_lines: int | None = None
         #: Records and rejects the current (or last) pass has committed: when a refused write ends a pass early,
@@ -160,6 +174,9 @@ class Ingester:
                 return name
         return None
 
+    def _is_log(self, rel: str) -> bool:
+        return self.source_of(rel) in ("heartbeats", "labels")
+
     # --- whole passes
 
     def scan(self, *, observed: bool = False) -> IngestStats:
@@ -167,22 +184,38 @@ class Ingester:
         self._new_pass()
         stats = IngestStats()
         seen: set[str] = set()
-        for info in walk(self.root):
-            seen.add(info.path)
-            stats.merge(self.ingest_file(info, observed=observed))
-        # Logs that vanished from their glob may have been rotated away: drain them.
-        for cursor in self.store.cursors():
-            if cursor.path not in seen:
-                stats.merge(self._tail(cursor.path, None))
-        stats.merge(self._forget_missing(seen))
+        unreadable = self.unreadable
+        unreadable.begin_scan()
+        self._stat_at = time.monotonic()
+        complete = False
+        try:
+            for info in walk(self.root, on_error=unreadable.failed):
+                seen.add(info.path)
+                stats.merge(self.ingest_file(info, observed=observed))
+            # Logs that vanished from their glob may have been rotated away: drain them. What a folder that cannot
+            # be listed holds is not gone: it is neither drained nor deleted.
+            for cursor in self.store.cursors():
+                if cursor.path not in seen and not unreadable.hides(cursor.path):
+                    stats.merge(self._tail(cursor.path, None))
+            stats.merge(self._forget_missing(seen))
+            complete = True
+        finally:
+            unreadable.end_scan(complete)
         self.reject_log.flush()
         return stats
 
     def ingest_path(self, rel: str, *, observed: bool = True) -> IngestStats:
         """Bring one path up to date (a watcher event): it may be new, changed or gone."""
+        self._stat_at = time.monotonic()
         info = stat_file(self.root, rel, self._confinement)
         if info is None:
             stats = IngestStats()
+            try:
+                os.lstat(os.path.join(self.root, rel))
+            except PermissionError:
+                return stats  # in a folder that cannot be searched: not gone (the rescan reports the folder)
+            except OSError:
+                pass
             if self.source_of(rel) in ("heartbeats", "labels"):
                 stats.merge(self._tail(rel, None))
             index = self._row(rel)
@@ -316,7 +349,7 @@ class Ingester:
     def _forget_missing(self, seen: set[str]) -> IngestStats:
         stats = IngestStats()
         for path, row in self.store.index_rows().items():
-            if row.deleted is None and path not in seen:
+            if row.deleted is None and path not in seen and not self.unreadable.hides(path):
                 stats.merge(self._delete(path))
         return stats
 
@@ -338,10 +371,14 @@ class Ingester:
     def _whole_file(self, info: FileInfo, source: str | None, observed: bool) -> IngestStats:
         stats = IngestStats()
         try:
-            raw = Path(info.abspath).read_bytes()
+            raw = read_regular(info.abspath)  # a FIFO or device swapped in since the walk is never read or waited on
+        except RefusedFile:
+            return stats  # not a regular file any more: the next pass sees what it is now
         except OSError as exc:
-            log.warning("%s: cannot read: %s", info.path, exc.strerror)
+            if not vanished(exc):
+                self.unreadable.failed(info.path, exc)
             return stats
+        self.unreadable.read(info.path)
         sha = hashlib.sha256(raw).hexdigest()
         fm_created = None
         if info.path.endswith(".md"):
@@ -389,16 +426,24 @@ class Ingester:
         stats = IngestStats()
         source = self.source_of(rel) or "heartbeats"
         cursor = self._cursor(rel)
-        if cursor is not None and (info is None or (info.dev, info.ino) != (cursor.dev, cursor.ino)):
+        seen = self.sightings(rel, self._stat_at) if self.sightings is not None else None
+        if cursor is not None and seen is not None:
+            self.losses.remember(rel, cursor)
+        moved = cursor is not None and (info is None or (info.dev, info.ino) != (cursor.dev, cursor.ino))
+        old = None
+        if cursor is not None and moved:
             # Identity changed or the file is gone: finish the old file wherever it now lives.
             old = self._rotated_copy(rel, cursor)
             if old is not None:
-                self._read(old, cursor, source, stats)
-            if info is None:
-                return stats
-            cursor = new_cursor(rel, info.dev, info.ino, cursor.generation + 1)
+                drained = self._read(old, cursor, source, stats)
+                if seen is not None:
+                    self.losses.remember(rel, drained)
+        if seen is not None and (seen.generations or seen.moved_to):
+            self.losses.count(rel, seen, info, cursor, old)
         if info is None:
             return stats
+        if cursor is not None and moved:
+            cursor = new_cursor(rel, info.dev, info.ino, cursor.generation + 1)
         if cursor is None:
             cursor = new_cursor(rel, info.dev, info.ino)
         self._read(info.abspath, cursor, source, stats)
@@ -420,9 +465,14 @@ class Ingester:
 
     def _read(self, abspath: str, cursor: Cursor, source: str, stats: IngestStats) -> Cursor:
         try:
-            f = open(abspath, "rb")  # noqa: SIM115 - closed below; kept open across batches
-        except OSError:
+            f = open_for_reading(abspath)  # never a FIFO or device: one swapped in since the stat is not waited on
+        except RefusedFile:
             return cursor
+        except OSError as exc:
+            if not vanished(exc):
+                self.unreadable.failed(cursor.path, exc)
+            return cursor
+        self.unreadable.read(cursor.path)
         with f:
             fd = f.fileno()
             st = os.fstat(fd)

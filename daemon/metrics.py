@@ -70,6 +70,15 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "honesty_store_full": (
         "counter", "Writes the store refused as full (SQLITE_FULL) since the process started; ingest pauses,"
         " keeps its place and resumes when there is room.", ()),
+    "honesty_unreadable_files": (
+        "gauge", "Files and folders under the state root that exist but cannot be read (say mode 000), now; each is"
+        " logged once and retried at every rescan.", ()),
+    "honesty_ingest_lost_lines": (
+        "counter", "Lines of logs rotated away before a pass read them, counted in the rotated files still there"
+        " (a lower bound).", ()),
+    "honesty_ingest_lost_bytes": (
+        "counter", "Bytes the log poll saw in generations rotated away and gone before a pass read them"
+        " (a lower bound).", ()),
     "honesty_model_records": (
         "gauge", "Records the in-memory scoring model holds (a day behind the longest window they are let go).", ()),
     "honesty_model_ids_let_go": (
@@ -198,6 +207,12 @@ def _counters(out: _Families, counters: Counters) -> None:
         out.add("honesty_ingest_rejects", (source, reason), count)
     if counters.store_full:  # like the labelled counters, a sample from its first increment on
         out.add("honesty_store_full", (), counters.store_full)
+    if counters.lost_lines:
+        out.add("honesty_ingest_lost_lines", (), counters.lost_lines)
+    if counters.lost_bytes:
+        out.add("honesty_ingest_lost_bytes", (), counters.lost_bytes)
+    if counters.unreadable_files is not None:  # a gauge of the daemon's: 0 is news too (all readable again)
+        out.add("honesty_unreadable_files", (), counters.unreadable_files)
 
 
 def _figure_family(out: _Families, key: str) -> Family | None:

@@ -93,7 +93,8 @@ def _schemas(config: Config) -> dict[str, Schema]:
                               "weights_version": _STRING, "audit": _STRING}}
     return {
         "Error": {"type": "object", "required": ["error"], "properties": {
-            "error": _STRING, "allowed": {"type": "array", "items": _STRING}, "decision": _STRING}},
+            "error": _STRING, "allowed": {"type": "array", "items": _STRING}, "decision": _STRING,
+            "path": _STRING}},
         "ComponentCounts": counts,
         "AgentScore": {"type": "object", "required": [*head, *score_fields],
                        "properties": {**head, **score_fields}},
@@ -183,6 +184,8 @@ def document(config: Config) -> dict[str, Any]:
                 "413": _response(f"Body larger than [api] max_body ({config.api.max_body} bytes)", _ref("Error")),
                 "503": _response("Decisions not loaded yet (the daemon is starting or rebuilding its model)",
                                  _ref("Error")),
+                "500": _response("Label not written: labels/api.jsonl (or labels/) is not a regular file (directory)"
+                                 " inside the state root, or the write failed; `path` names the file", _ref("Error")),
             },
         }},
     }

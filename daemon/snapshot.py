@@ -30,6 +30,9 @@ class Counters:
     check_failures: Mapping[str, int] = field(default_factory=Counter)
     scheduler_missed: Mapping[str, int] = field(default_factory=Counter)
     store_full: int = 0  # writes the store refused with SQLITE_FULL (ingest pauses; nothing is lost)
+    unreadable_files: int | None = None  # files and folders under the root that cannot be read, now (daemon only)
+    lost_lines: int = 0  # lines of rotated logs never read, counted in the rotated files (daemon/skips.py)
+    lost_bytes: int = 0  # bytes of log generations the poll saw, gone before a pass read them
 
 
 @dataclass(frozen=True)

@@ -143,8 +143,11 @@ def apply(config_path: Path, config: Config, version: str, weights: tuple[float,
     except ConfigError as exc:
         return "the weights file no longer loads: " + "; ".join(exc.errors)
     path = state_root / config.changelog
-    previous = changelog.last_methodology_fingerprint(changelog.changelog_text(path))
-    changelog.append_entries(path, changelog.methodology_entries(config, new, now, previous=previous))
+    try:
+        previous = changelog.last_methodology_fingerprint(changelog.changelog_text(path, state_root))
+        changelog.append_entries(path, changelog.methodology_entries(config, new, now, previous=previous), state_root)
+    except OSError as exc:  # a symlink, FIFO or device at the changelog path is refused (daemon/safefile.py)
+        return f"weights {version} written to {config.weights_file}, but the changelog was not: {exc}"
     return None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -116,13 +117,20 @@ def write_config(path: Path, extra: str = "", *, rescan: str = "2s", rescore: st
 
 @contextmanager
 def daemon(tmp: Path, root: Path, *, config: Path | None = None, clock_file: Path | None = None,
-           env: dict[str, str] | None = None, db: Path | None = None) -> Iterator[Running]:
-    """Start ``honestyd run`` on ``root``; wait until /readyz answers; SIGKILL it if the test fails."""
+           env: dict[str, str] | None = None, db: Path | None = None, user: str | None = None) -> Iterator[Running]:
+    """Start ``honestyd run`` on ``root``; wait until /readyz answers; SIGKILL it if the test fails.
+
+    ``user``: run it as this user (its own group, no other): a test run as root drops privileges this way.
+    """
     config = config or write_config(tmp / "config.toml")
     db = db or tmp / "honestyd.db"
     port = free_port()
     log = tmp / f"daemon-{port}.log"
-    args = [sys.executable, "-m", "daemon.cli", "run", "--config", str(config), "--state", str(root),
+    # setpriv (util-linux), not Popen(user=...): the latter failed to exec an interpreter under root's home here.
+    account = None if user is None else pwd.getpwnam(user)
+    as_user = [] if account is None else [
+        "setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups", "--"]
+    args = [*as_user, sys.executable, "-m", "daemon.cli", "run", "--config", str(config), "--state", str(root),
             "--db", str(db), "--listen", f"127.0.0.1:{port}"]
     if clock_file is not None:
         args += ["--clock-file", str(clock_file)]

@@ -87,7 +87,7 @@ def test_openapi_document_covers_every_route_and_status() -> None:
     window = next(p for p in doc["paths"]["/v1/agents/{agent}"]["get"]["parameters"] if p["name"] == "window")
     assert window["schema"]["enum"] == ["24h", "7d", "30d"]
     labels = doc["paths"]["/v1/labels"]["post"]
-    assert set(labels["responses"]) == {"201", "400", "401", "403", "404", "408", "413", "503"}
+    assert set(labels["responses"]) == {"201", "400", "401", "403", "404", "408", "413", "500", "503"}
     body = doc["components"]["schemas"]["LabelRequest"]
     assert body["required"] == ["decision", "value"] and body["properties"]["value"]["enum"] == ["up", "down"]
     statuses = {code for item in doc["paths"].values() for op in item.values() for code in op["responses"]}

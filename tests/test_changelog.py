@@ -219,7 +219,7 @@ def test_an_appender_reads_the_file_again_only_when_it_changed(tmp_path: Path, m
     path = log(tmp_path)
     reads = []
     real_read = changelog._read
-    monkeypatch.setattr(changelog, "_read", lambda p: reads.append(p) or real_read(p))
+    monkeypatch.setattr(changelog, "_read", lambda p, *root: reads.append(p) or real_read(p, *root))
     appender = Appender(path)
     drops = drop_entries(snap(decisions("carol", 1, 4, T0)))
     assert appender.append(drops) == drops
@@ -388,7 +388,7 @@ def test_a_failed_replace_keeps_the_old_file_and_removes_the_temp_file(
     start(path, CFG, T0)
     before = path.read_bytes()
 
-    def broken(src: str, dst: str) -> None:
+    def broken(src: str, dst: str, **dir_fds: int) -> None:
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", broken)

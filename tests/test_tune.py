@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 from dataclasses import replace
@@ -109,6 +110,31 @@ def test_apply_logs_once_and_the_daemon_picks_it_up_on_reload(honestyd: Run, tmp
     again = honestyd("tune", "--state", root, "--config", config, "--checks", checks, "--apply", "v2026.tuned",
                      check=False)
     assert again.returncode == 2 and "exists already" in again.stderr
+
+
+@pytest.mark.parametrize("how", ["fifo", "symlink"])
+def test_apply_refuses_a_changelog_that_is_not_a_regular_file_in_one_line(honestyd: Run, tmp_path: Path,
+                                                                           how: str) -> None:
+    """The changelog is written through daemon/safefile.py from ``tune --apply`` too: a FIFO or a symlink out of the
+    root there is refused in one line and exit status 2, the target untouched (before: a traceback)."""
+    root, checks, _ = _labelled_state(tmp_path, weights=FAR)  # better held out: no guardrail line
+    config = write_config(tmp_path / "config.toml", '[weights]\nfile = "weights.toml"\n')
+    path = root / "iris" / "honesty-changelog.md"
+    path.parent.mkdir(exist_ok=True)
+    path.unlink(missing_ok=True)
+    outside = tmp_path / "outside.md"
+    outside.write_text("precious\n")
+    if how == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(outside)
+    proc = honestyd("tune", "--state", root, "--config", config, "--checks", checks, "--apply", "v2026.tuned",
+                    check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert "changelog was not" in line and "iris/honesty-changelog.md" in line
+    assert ("is a FIFO" if how == "fifo" else "is a symbolic link") in line
+    assert outside.read_text() == "precious\n" and (path.is_fifo() if how == "fifo" else path.is_symlink())
 
 
 def test_agent_contract_from_tune_agent(honestyd: Run, tmp_path: Path) -> None:
