@@ -6,7 +6,8 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import date, datetime
 from pathlib import Path
@@ -120,7 +121,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from daemon.store import Store
 
     config = _load_config_or_exit(Path(args.config) if args.config else None)
-    with Store.open(Path(args.db)) as store:
+    with _holding(Path(args.db)), Store.open(Path(args.db)) as store:
         stats = Ingester(store, Path(args.state), config).scan()
         counts = store.counts()
     added = sum(stats.records.values())
@@ -190,7 +191,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return fixed if fixed is not None else system_clock()
 
     now = clock()
-    with Store.open(Path(args.db)) as store:
+    with _holding(Path(args.db)), Store.open(Path(args.db)) as store:
         Ingester(store, root, config, clock).scan()
         sample_day = None if args.all else (args.sample or now.date())
         todo, cached = select_targets(store, config, now, sample_day)
@@ -241,6 +242,19 @@ def cmd_checks_import(args: argparse.Namespace) -> int:
         store.add_checks(checks)
     print(f"imported {len(checks)} checks, {len(rejects)} rejected")
     return 1 if rejects else 0
+
+
+@contextmanager
+def _holding(db: Path) -> Iterator[None]:
+    """The store's lock (``<db>.lock``) while a one-shot command writes: two writers would break exactly-once."""
+    from daemon.lifecycle import StartupError, holding_store
+
+    try:
+        with holding_store(db):
+            yield
+    except StartupError as exc:
+        print(exc, file=sys.stderr)
+        raise SystemExit(exc.status) from None
 
 
 def cmd_tune(args: argparse.Namespace) -> int:

@@ -760,3 +760,30 @@ class Store:
             t: self.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
             for t in ("events", "labels", "rejects", "files", "checks", "evals")
         }
+
+
+# --- checking and salvaging a damaged file (`honestyd store check`, `honestyd store rebuild`, the daemon's start)
+
+
+def quick_check(path: Path, *, thorough: bool = False, readonly: bool = True) -> list[str]:
+    """What SQLite finds wrong with the database at ``path`` ([] when sound, or when there is no file yet).
+
+    ``PRAGMA quick_check`` reads every page once (the daemon's start); ``thorough``: ``integrity_check``, which also
+    compares every index with its table (``honestyd store check``). A file that is not a database at all is one
+    problem, SQLite's message; one that cannot be opened (permissions, a folder there) raises OperationalError.
+    ``readonly`` False: the caller is the store's writer (it holds the lock), and a read-write connection removes the
+    ``-wal`` and ``-shm`` it finds empty when it closes, where a read-only one leaves them.
+    """
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(f"file:{path}?mode={'ro' if readonly else 'rw'}", uri=True, isolation_level=None)
+    try:
+        rows = conn.execute(f"PRAGMA {'integrity_check' if thorough else 'quick_check'}(100)").fetchall()
+    except sqlite3.OperationalError:
+        raise
+    except sqlite3.DatabaseError as exc:  # SQLITE_CORRUPT, SQLITE_NOTADB: the answer, not a failure to ask
+        return [str(exc)]
+    finally:
+        conn.close()
+    found = [str(r[0]) for r in rows]
+    return [] if found == ["ok"] else found

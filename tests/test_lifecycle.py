@@ -1,0 +1,226 @@
+"""The daemon's claims before it writes (port, store lock, sound store), store faults, and `store check`/`rebuild`.
+
+Real daemons as subprocesses on real SQLite files: a busy port, a second daemon on one store, a file with pages
+overwritten, a database deleted under a running daemon, a stale model temp file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from collectors.rfc3339 import format_ts
+from daemon import lifecycle, modelcache
+from tests.conftest import HONESTYD, ROOT, Run
+from tests.daemon_harness import daemon, free_port, stop, wait_for, write_config
+
+#: How long a start that fails may take: it fails before reading the state root.
+QUICK = 30
+
+
+def _line(i: int, ts: datetime, agent: str = "ada", text: str | None = None) -> str:
+    return json.dumps({"id": f"{agent}-{i}", "ts": format_ts(ts), "agent": agent, "kind": "dm", "thread": f"t{i}",
+                       "text": text or f"update {i} see https://docs.example.org/{i % 3}"}) + "\n"
+
+
+def _state(tmp: Path, n: int = 6) -> Path:
+    root = tmp / "state"
+    (root / "heartbeats").mkdir(parents=True)
+    now = datetime.now(UTC)
+    (root / "heartbeats" / "ada.jsonl").write_text("".join(_line(i, now - timedelta(minutes=30 + i)) for i in range(n)))
+    return root
+
+
+def _run(*args: str | Path, timeout: float = QUICK) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*HONESTYD, *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env={k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"})
+
+
+def _one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    """The failed start's stderr: exactly one line, an ERROR, no traceback."""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and " ERROR " in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else b"<dir>") for p in sorted(root.rglob("*"))}
+
+
+@contextmanager
+def _busy_port() -> Iterator[int]:
+    """A port another program holds (bound and listening) for the length of the ``with``."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield int(holder.getsockname()[1])
+
+
+def _table_pages(db: Path, *tables: str) -> list[int]:
+    conn = sqlite3.connect(db)
+    try:
+        names = ",".join("?" * len(tables))
+        return [int(r[0]) for r in conn.execute(f"SELECT pageno FROM dbstat WHERE name IN ({names})", tables)]
+    finally:
+        conn.close()
+
+
+def _overwrite_pages(db: Path, pages: list[int]) -> None:
+    """Damage a store file as a failing disk or a stray write would: whole pages of garbage."""
+    size = sqlite3.connect(db).execute("PRAGMA page_size").fetchone()[0]
+    with db.open("r+b") as f:
+        for page in pages:
+            f.seek((page - 1) * size)
+            f.write(b"\xa5" * size)
+
+
+def _query(db: Path, sql: str) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+# --- the port first: nothing written before it is held
+
+
+def test_a_busy_port_exits_4_with_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    root = _state(tmp_path)
+    (root / "iris").mkdir()
+    (root / "iris" / "honesty-changelog.md").write_text("# Changelog\n\nwritten by hand, no methodology yet\n")
+    bare = tmp_path / "bare"  # a state root without iris/: the changelog's folder must not appear either
+    bare.mkdir()
+    (bare / "heartbeats").mkdir()
+    before = {root: _tree(root), bare: _tree(bare)}
+    with _busy_port() as port:
+        for state in (root, bare):
+            db = tmp_path / f"{state.name}.db"
+            proc = _run("run", "--config", write_config(tmp_path / "config.toml"), "--state", state, "--db", db,
+                        "--listen", f"127.0.0.1:{port}")
+            assert proc.returncode == lifecycle.EXIT_LISTEN, proc.stderr
+            line = _one_error_line(proc)
+            assert f"127.0.0.1:{port}" in line and "in use" in line
+            assert _tree(state) == before[state]  # the changelog byte for byte, and no folder created
+            assert not db.exists() and not lifecycle.lock_path_for(db).exists()  # nor the store, nor its lock
+
+
+# --- one daemon per store
+
+
+def test_a_second_writer_on_the_same_store_exits_5_naming_the_first_ones_pid(tmp_path: Path) -> None:
+    root = _state(tmp_path)
+    with daemon(tmp_path, root) as first:
+        config = write_config(tmp_path / "second.toml")
+        proc = _run("run", "--config", config, "--state", root, "--db", first.db, "--listen",
+                    f"127.0.0.1:{free_port()}")
+        assert proc.returncode == lifecycle.EXIT_STORE_LOCKED, proc.stderr
+        line = _one_error_line(proc)
+        assert f"pid {first.proc.pid}" in line and str(first.db) in line
+        # The one-shot writers are refused the same way: two writers would break exactly-once.
+        for args in (("ingest", "--state", root, "--db", first.db),):
+            proc = _run(*args)
+            assert proc.returncode == lifecycle.EXIT_STORE_LOCKED, proc.stderr
+            assert f"pid {first.proc.pid}" in proc.stderr and "Traceback" not in proc.stderr
+        assert first.get("/readyz")[0] == 200 and first.proc.poll() is None
+        assert stop(first)[0] == 0
+    with daemon(tmp_path, root) as again:  # the lock went with the process: the next start takes it
+        assert stop(again)[0] == 0
+
+
+def test_a_stale_model_temp_file_is_removed_at_start(tmp_path: Path) -> None:
+    root = _state(tmp_path)
+    db = tmp_path / "honestyd.db"
+    tmp = modelcache.tmp_path_for(modelcache.path_for(db))
+    tmp.write_bytes(b"half a pickle left by a SIGKILL" * 1000)
+    others = [tmp_path / "other.db.model.tmp", tmp.with_name(tmp.name + ".keep")]  # not honestyd's name for it
+    for other in others:
+        other.write_bytes(b"not ours")
+    with daemon(tmp_path, root, db=db) as d:
+        assert not tmp.exists()
+        assert all(other.read_bytes() == b"not ours" for other in others)
+        assert f"removed {tmp}" in d.logs()
+        assert stop(d)[0] == 0
+
+
+# --- a damaged store: refused at start, found while running
+
+
+@pytest.mark.parametrize("damage", ["pages", "header"])
+def test_a_damaged_store_exits_3_with_one_line_naming_the_repair(tmp_path: Path, honestyd: Run, damage: str) -> None:
+    root = _state(tmp_path)
+    db = tmp_path / "honestyd.db"
+    honestyd("ingest", "--state", root, "--db", db)
+    if damage == "pages":  # a run of pages in the middle: "database disk image is malformed"
+        _overwrite_pages(db, _table_pages(db, "events", "cursors"))
+    else:  # the header: "file is not a database"
+        with db.open("r+b") as f:
+            f.write(b"\0" * 100)
+    (root / "iris").mkdir()
+    changelog = root / "iris" / "honesty-changelog.md"
+    changelog.write_text("# Changelog\n")
+    config = write_config(tmp_path / "config.toml")
+    proc = _run("run", "--config", config, "--state", root, "--db", db, "--listen", f"127.0.0.1:{free_port()}")
+    assert proc.returncode == lifecycle.EXIT_STORE_DAMAGED, proc.stderr
+    line = _one_error_line(proc)
+    assert f"store {db} is damaged" in line
+    assert f"honestyd store rebuild --db {db} --state {root} --config {config}" in line
+    assert changelog.read_text() == "# Changelog\n"  # no methodology entry for a daemon that never ran
+    assert lifecycle.EXIT_STORE_DAMAGED in lifecycle.NO_RESTART
+
+
+def test_damage_found_while_running_stops_the_daemon_with_status_3(tmp_path: Path) -> None:
+    root = _state(tmp_path)
+    with daemon(tmp_path, root, config=write_config(tmp_path / "config.toml", rescan="1h")) as d:
+        conn = sqlite3.connect(d.db, isolation_level=None)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the main file, where the damage goes
+            _overwrite_pages(d.db, _table_pages(d.db, "files", "cursors"))
+            # A commit of our own, so that the daemon's connections drop the pages they hold and read the file again.
+            conn.execute("PRAGMA user_version = 7")
+        finally:
+            conn.close()
+        (root / "heartbeats" / "bo.jsonl").write_text(_line(1, datetime.now(UTC), agent="bo"))
+        code = d.proc.wait(QUICK)
+        assert code == lifecycle.EXIT_STORE_DAMAGED, d.logs()
+        errors = [line for line in d.logs().splitlines() if " ERROR " in line]
+        assert len(errors) == 1 and f"store {d.db} is damaged" in errors[0], d.logs()
+        assert "honestyd store rebuild" in errors[0] and "Traceback" not in d.logs()
+        assert not modelcache.path_for(d.db).exists()  # no model cache of a damaged store
+
+
+def test_a_database_deleted_while_running_turns_readyz_503_then_is_rebuilt(tmp_path: Path) -> None:
+    root = _state(tmp_path)
+    log = root / "heartbeats" / "ada.jsonl"
+    # Rescans an hour apart: each pass below is the one a file event starts, so each step is known to have run.
+    with daemon(tmp_path, root, config=write_config(tmp_path / "config.toml", rescan="1h")) as d:
+        assert d.metric("honesty_window_decisions", agent="ada", window="24h") == 6
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{d.db}{suffix}").unlink(missing_ok=True)
+        d.db.mkdir()  # and for a while nothing can be opened there: the daemon must wait, not ready
+        with log.open("a") as f:
+            f.write(_line(100, datetime.now(UTC)))
+        wait_for(lambda: d.get("/readyz")[0] == 503, 10, "/readyz 503 once the next pass finds the store gone")
+        assert "was deleted while honestyd ran" in d.logs() and "are lost" in d.logs()
+        assert d.get("/readyz")[1].startswith("store lost")
+        d.db.rmdir()
+        with log.open("a") as f:
+            f.write(_line(101, datetime.now(UTC)))
+        wait_for(lambda: d.get("/readyz")[0] == 200, 20, "ready again on a store rebuilt from the state root")
+        assert d.metric("honesty_window_decisions", agent="ada", window="24h") == 8
+        assert _query(d.db, "SELECT count(*) FROM events") == [(8,)]
+        with log.open("a") as f:  # and it goes on ingesting into the new store
+            f.write(_line(102, datetime.now(UTC)))
+        wait_for(lambda: d.metric("honesty_window_decisions", agent="ada", window="24h") == 9, 10, "one more")
+        errors = [line for line in d.logs().splitlines() if " ERROR " in line]
+        assert len(errors) == 2, d.logs()  # the loss, and the one failed reopen (logged once)
+        assert stop(d)[0] == 0
