@@ -11,6 +11,7 @@ import os
 import socket
 import sqlite3
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -127,7 +128,8 @@ def test_a_second_writer_on_the_same_store_exits_5_naming_the_first_ones_pid(tmp
         line = _one_error_line(proc)
         assert f"pid {first.proc.pid}" in line and str(first.db) in line
         # The one-shot writers are refused the same way: two writers would break exactly-once.
-        for args in (("ingest", "--state", root, "--db", first.db),):
+        for args in (("ingest", "--state", root, "--db", first.db),
+                     ("store", "rebuild", "--state", root, "--db", first.db)):
             proc = _run(*args)
             assert proc.returncode == lifecycle.EXIT_STORE_LOCKED, proc.stderr
             assert f"pid {first.proc.pid}" in proc.stderr and "Traceback" not in proc.stderr
@@ -224,3 +226,100 @@ def test_a_database_deleted_while_running_turns_readyz_503_then_is_rebuilt(tmp_p
         errors = [line for line in d.logs().splitlines() if " ERROR " in line]
         assert len(errors) == 2, d.logs()  # the loss, and the one failed reopen (logged once)
         assert stop(d)[0] == 0
+
+
+# --- store check and store rebuild
+
+
+def test_store_check_says_ok_or_what_is_wrong(tmp_path: Path, honestyd: Run) -> None:
+    root = _state(tmp_path)
+    db = tmp_path / "honestyd.db"
+    honestyd("ingest", "--state", root, "--db", db)
+    proc = honestyd("store", "check", "--db", db)
+    assert proc.stdout.startswith(f"{db}: ok (6 events,")
+    _overwrite_pages(db, _table_pages(db, "events"))
+    proc = honestyd("store", "check", "--db", db, check=False)
+    assert proc.returncode == lifecycle.EXIT_STORE_DAMAGED
+    assert proc.stdout.startswith(f"{db}: damaged: ") and "honestyd store rebuild" in proc.stdout
+    missing = tmp_path / "missing.db"
+    proc = honestyd("store", "check", "--db", missing, check=False)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [f"--db {missing}: no database there"]
+
+
+def _store_with_history(tmp_path: Path, honestyd: Run) -> tuple[Path, Path]:
+    """A store holding link checks, daily history, and the lines of a log rotated away and deleted since."""
+    root = _state(tmp_path, n=8)
+    db = tmp_path / "honestyd.db"
+    now = datetime.now(UTC)
+    gone = root / "heartbeats" / "bo.jsonl"
+    gone.write_text("".join(_line(i, now - timedelta(minutes=i), agent="bo") for i in range(2)))
+    honestyd("ingest", "--state", root, "--db", db)
+    gone.unlink()  # a log deleted: its 2 lines are only in the store
+    log = root / "heartbeats" / "ada.jsonl"
+    log.rename(log.with_name("ada.jsonl.1"))  # rotated: drained, then the new file read as the next generation
+    log.write_text("".join(_line(50 + i, now - timedelta(minutes=i)) for i in range(3)))
+    honestyd("ingest", "--state", root, "--db", db)
+    log.with_name("ada.jsonl.1").unlink()  # its 8 lines are now only in the store
+    honestyd("ingest", "--state", root, "--db", db)
+    assert _query(db, "SELECT deleted_us IS NOT NULL FROM files WHERE path = 'heartbeats/bo.jsonl'") == [(1,)]
+    checks = tmp_path / "checks.jsonl"
+    checks.write_text("".join(json.dumps({"target": f"https://docs.example.org/{i}", "type": "url",
+                                          "checked_at": format_ts(now), "ok": i != 2, "status": 200 if i != 2 else 404})
+                              + "\n" for i in range(3)))
+    honestyd("checks", "import", "--db", db, checks)
+    honestyd("history", "ada", "--db", db, "--backfill", "--days", "2")
+    assert _query(db, "SELECT count(*) FROM history") != [(0,)]
+    return root, db
+
+
+_KEPT = {
+    "events": "SELECT id, text, ts_us FROM events",
+    "checks": "SELECT target, type, checked_us, ok, status, detail FROM checks ORDER BY seq",
+    "history": "SELECT * FROM history ORDER BY day, agent, window, component",
+    "files": "SELECT path, created_us, deleted_us FROM files ORDER BY path",
+    "file_changes": "SELECT * FROM file_changes ORDER BY path, at_us",
+}
+
+
+def test_store_rebuild_keeps_what_cannot_be_rederived_and_reingests_the_rest(tmp_path: Path, honestyd: Run) -> None:
+    root, db = _store_with_history(tmp_path, honestyd)
+    before = {name: Counter(_query(db, sql)) for name, sql in _KEPT.items()}
+    _overwrite_pages(db, _table_pages(db, "cursors", "evals", "changes"))  # what a rebuild re-derives
+    assert honestyd("store", "check", "--db", db, check=False).returncode == lifecycle.EXIT_STORE_DAMAGED
+    proc = honestyd("store", "rebuild", "--db", db, "--state", root)
+    aside = next(tmp_path.glob("honestyd.db.damaged-*Z"))
+    assert proc.stdout.splitlines()[0] == f"moved the damaged store aside to {aside}"
+    assert "3 link checks" in proc.stdout and "10 events of log files no longer on disk" in proc.stdout
+    assert "could not read" not in proc.stdout  # all it gave up was re-derivable
+    assert honestyd("store", "check", "--db", db).returncode == 0
+    after = {name: Counter(_query(db, sql)) for name, sql in _KEPT.items()}
+    assert after == before  # every event (the deleted log's too), check, history row and file observation
+    # Generations no longer on disk come before the current file in read order, which is read again as generation 0.
+    assert _query(db, "SELECT path, generation, count(*) FROM events GROUP BY 1, 2 ORDER BY 1, 2") == [
+        ("heartbeats/ada.jsonl", -2, 8), ("heartbeats/ada.jsonl", 0, 3), ("heartbeats/bo.jsonl", -1, 2)]
+    with daemon(tmp_path, root, db=db) as d:  # and the daemon scores from it
+        assert d.metric("honesty_window_decisions", agent="ada", window="24h") == 11
+        assert d.metric("honesty_window_decisions", agent="bo", window="24h") == 2
+        assert stop(d)[0] == 0
+
+
+def test_store_rebuild_says_what_it_could_not_read(tmp_path: Path, honestyd: Run) -> None:
+    root, db = _store_with_history(tmp_path, honestyd)
+    checks = _query(db, _KEPT["checks"])
+    _overwrite_pages(db, _table_pages(db, "events"))  # every event row: the current file's come back from disk
+    proc = honestyd("store", "rebuild", "--db", db, "--state", root)
+    assert "could not read from it (lost, unless still in the state root): events rowids 1 to the end" in proc.stdout
+    assert _query(db, _KEPT["checks"]) == checks
+    assert _query(db, "SELECT generation, count(*) FROM events GROUP BY 1") == [(0, 3)]
+    assert "re-ingested from" in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_store_rebuild_refuses_a_missing_store_or_state_root(tmp_path: Path, honestyd: Run) -> None:
+    root = _state(tmp_path)
+    proc = honestyd("store", "rebuild", "--db", tmp_path / "none.db", "--state", root, check=False)
+    assert proc.returncode == 2 and "no database there" in proc.stderr
+    db = tmp_path / "honestyd.db"
+    honestyd("ingest", "--state", root, "--db", db)
+    proc = honestyd("store", "rebuild", "--db", db, "--state", tmp_path / "nowhere", check=False)
+    assert proc.returncode == 2 and "not a folder" in proc.stderr
+    assert db.exists() and not list(tmp_path.glob("*.damaged-*"))  # nothing moved
