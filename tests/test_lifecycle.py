@@ -1,13 +1,14 @@
 """The daemon's claims before it writes (port, store lock, sound store), store faults, and `store check`/`rebuild`.
 
 Real daemons as subprocesses on real SQLite files: a busy port, a second daemon on one store, a file with pages
-overwritten, a database deleted under a running daemon, a stale model temp file.
+overwritten, a database deleted under a running daemon, a stale model temp file, and the demo on a busy port.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -323,3 +324,55 @@ def test_store_rebuild_refuses_a_missing_store_or_state_root(tmp_path: Path, hon
     proc = honestyd("store", "rebuild", "--db", db, "--state", tmp_path / "nowhere", check=False)
     assert proc.returncode == 2 and "not a folder" in proc.stderr
     assert db.exists() and not list(tmp_path.glob("*.damaged-*"))  # nothing moved
+
+
+# --- the demo
+
+
+def test_the_demo_on_a_busy_port_prints_the_error_and_exits(tmp_path: Path) -> None:
+    with _busy_port() as port:
+        proc = _run("demo", "--dir", tmp_path / "demo", "--listen", f"127.0.0.1:{port}")
+    assert proc.returncode == lifecycle.EXIT_LISTEN
+    assert f"cannot listen on 127.0.0.1:{port}" in _one_error_line(proc)
+    assert not (tmp_path / "demo").exists()  # nothing generated for a demo that cannot serve
+
+
+def test_sigterm_during_the_demos_start_stops_it_before_it_serves(tmp_path: Path) -> None:
+    proc = subprocess.Popen([*HONESTYD, "demo", "--dir", str(tmp_path / "demo"), "--listen",
+                             f"127.0.0.1:{free_port()}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"})
+    try:
+        assert proc.stderr is not None
+        seen = []
+        for line in proc.stderr:  # the daemon, started on the generated state, records the methodology in force
+            seen.append(line)
+            if "changelog: methodology:" in line:
+                proc.send_signal(signal.SIGTERM)
+                break
+        out, err = proc.communicate(timeout=QUICK)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    logs = "".join(seen) + err
+    assert proc.returncode == 0, logs
+    assert "honestyd serving on" not in logs and "Ctrl-C stops" not in out  # stopped during the start
+    assert "stopped" in logs and "Traceback" not in logs
+
+
+def test_make_demo_takes_its_port_from_port() -> None:
+    demo_dir = ROOT / "demo-state"
+    existed = demo_dir.exists()
+    with _busy_port() as port:  # the port reaches the demo: it is the one it reports busy
+        # A session of its own, so that a demo that hangs (make's child) is killed with make, not left running.
+        proc = subprocess.Popen(["make", "--no-print-directory", "demo", f"PORT={port}"], cwd=ROOT, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            _, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert proc.returncode != 0
+    assert f"ERROR honestyd.demo: cannot listen on 127.0.0.1:{port}" in err and "Traceback" not in err
+    assert demo_dir.exists() == existed
