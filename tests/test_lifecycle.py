@@ -130,6 +130,7 @@ def test_a_second_writer_on_the_same_store_exits_5_naming_the_first_ones_pid(tmp
         assert f"pid {first.proc.pid}" in line and str(first.db) in line
         # The one-shot writers are refused the same way: two writers would break exactly-once.
         for args in (("ingest", "--state", root, "--db", first.db),
+                     ("verify", "--state", root, "--db", first.db, "--all"),
                      ("store", "rebuild", "--state", root, "--db", first.db)):
             proc = _run(*args)
             assert proc.returncode == lifecycle.EXIT_STORE_LOCKED, proc.stderr
@@ -358,6 +359,29 @@ def test_sigterm_during_the_demos_start_stops_it_before_it_serves(tmp_path: Path
     assert proc.returncode == 0, logs
     assert "honestyd serving on" not in logs and "Ctrl-C stops" not in out  # stopped during the start
     assert "stopped" in logs and "Traceback" not in logs
+
+
+def test_a_demo_directory_in_use_by_another_demo_is_not_wiped(tmp_path: Path) -> None:
+    directory = tmp_path / "demo"
+    first = subprocess.Popen([*HONESTYD, "demo", "--dir", str(directory), "--listen", f"127.0.0.1:{free_port()}"],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                             env={k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"})
+    try:
+        assert first.stdout is not None
+        for line in first.stdout:  # the banner: the first demo's daemon serves
+            if line.startswith("Ctrl-C stops"):
+                break
+        before = _tree(directory / "state")
+        proc = _run("demo", "--dir", directory, "--listen", f"127.0.0.1:{free_port()}")
+        assert proc.returncode == lifecycle.EXIT_STORE_LOCKED, proc.stderr
+        assert f"pid {first.pid}" in _one_error_line(proc)
+        # Its files are all still there (the live agents may have appended meanwhile).
+        assert first.poll() is None and set(_tree(directory / "state")) >= set(before)
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(QUICK)
+        first.stdout.close()
+    assert first.returncode == 0
 
 
 def test_make_demo_takes_its_port_from_port() -> None:
