@@ -15,8 +15,9 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# `make demo PORT=8123` serves on another port (default: 127.0.0.1:9478).
 demo: $(STAMP)
-	$(BIN)/honestyd demo --dir $(DEMO)
+	$(BIN)/honestyd demo --dir $(DEMO)$(if $(PORT), --listen 127.0.0.1:$(PORT))
 
 lint: $(STAMP)
 	$(BIN)/ruff check daemon collectors scorers tests

@@ -44,6 +44,9 @@ class Backend(Protocol):
     @property
     def registry(self) -> CollectorRegistry: ...
 
+    @property
+    def unready(self) -> str | None: ...
+
     def reviewers(self) -> Mapping[str, str]: ...
 
     def now(self) -> datetime: ...
@@ -184,9 +187,12 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    """Readiness: a first evaluation exists."""
-    if request.app[BACKEND].snapshot is None:
+    """Readiness: a first evaluation exists, and the store it reads is sound and in place (see ``unready``)."""
+    backend = request.app[BACKEND]
+    if backend.snapshot is None:
         return web.Response(status=503, text="starting\n")
+    if backend.unready is not None:
+        return web.Response(status=503, text=f"{backend.unready}\n")
     return web.Response(text="ready\n")
 
 

@@ -13,6 +13,7 @@ import gc
 import logging
 import os
 import signal
+import socket
 import sqlite3
 import threading
 import time
@@ -44,17 +45,18 @@ from watchdog.observers import Observer
 
 from collectors.poll import LogPoller
 from collectors.records import EvalReport
-from daemon import changelog, limits, modelcache, safefile
+from daemon import changelog, lifecycle, limits, modelcache, safefile
 from daemon.api import HTTP_LIMITS, HTTP_LOG, make_app
 from daemon.config import COMPONENTS, Config, ConfigError, load_config
 from daemon.gcpolicy import Freezer
 from daemon.ingest import Clock, Ingester, IngestStats, store_full, system_clock
+from daemon.lifecycle import StartupError
 from daemon.limits import Exported, HeldBackLog
 from daemon.live import LiveFeed
 from daemon.metrics import make_registry
 from daemon.notify import Notifier
 from daemon.snapshot import Counters, Snapshot
-from daemon.store import Gate, Store
+from daemon.store import Gate, Store, quick_check
 from scorers.history import DayCounts
 from scorers.live import HistoryEvicted
 from scorers.score import AgentResult, WindowResult
@@ -74,6 +76,8 @@ _REL_CACHE = 4096
 LABELS_FILE = "labels/api.jsonl"
 #: Seconds between two writes of today's history rows (each evaluation would rewrite agents × windows rows).
 HISTORY_EVERY = 60.0
+#: Scheduled jobs that use the store and so wait while a lost one is rebuilt (the rescan is the one that rebuilds it).
+_STORE_JOBS = ("_verify_sample", "_checkpoint")
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,7 @@ class Daemon:
         clock: Clock = system_clock,
         environ: Mapping[str, str] = os.environ,
         notifier: Notifier | None = None,
+        listeners: list[socket.socket] | None = None,
     ) -> None:
         self.overrides = overrides
         self.config_path = config_path
@@ -228,6 +233,20 @@ class Daemon:
         self.lock: asyncio.Lock | None = None
         self.port: int | None = None
         self.started = asyncio.Event()
+        #: The listening sockets, bound before anything else (or handed in already bound: ``honestyd demo``).
+        self._listeners = listeners
+        self._store_lock: lifecycle.StoreLock | None = None
+        #: (st_dev, st_ino) of the database file opened: each pass compares the path's with it (see _store_in_place).
+        self._db_identity: tuple[int, int] | None = None
+        #: The process's exit status (daemon/lifecycle.py): set by a claim that fails or a store found damaged.
+        self.exit_status = 0
+        #: Why /readyz answers 503 although an evaluation exists (None: it does not).
+        self.unready: str | None = None
+        #: The store went missing: until the state root is caught up again, no evaluation and no store-reading job.
+        self._recovering = False
+        #: False between closing a lost store and opening one at its path again.
+        self._store_open = False
+        self._store_lost_logged = False
 
     # --- the Backend protocol used by the HTTP API
 
@@ -271,6 +290,8 @@ class Daemon:
     async def history(self, agent: str) -> list[DayCounts]:
         """The stored daily counts of one agent."""
         assert self.lock is not None and self.store is not None
+        if self._recovering:
+            raise web.HTTPServiceUnavailable(text="the store is being rebuilt from the state root")
         store = self.store
         async with self.lock:
             return await asyncio.to_thread(store.history, agent)
@@ -317,24 +338,96 @@ class Daemon:
         self.reload_requested = True
 
     def run(self) -> int:
-        """Run until stopped; returns the exit code."""
+        """Run until stopped; returns the exit status (daemon/lifecycle.py)."""
         asyncio.run(self.serve())
-        return 0
+        return self.exit_status
 
     async def serve(self) -> None:
-        """Start everything, loop until asked to stop, then shut down in order."""
+        """Claim the port, the store's lock and a sound store (in that order, before writing anything under the state
+        root); start everything, loop until asked to stop, then shut down in order. A claim that fails is one ERROR
+        line and :attr:`exit_status` (daemon/lifecycle.py); a signal during the start stops it between two phases.
+        """
         loop = asyncio.get_running_loop()
         self.lock = asyncio.Lock()
         self._install_signals(loop)
+        try:
+            if not await self._claim():
+                return
+            try:
+                await self._start(loop)
+                await self._main_loop()
+            except sqlite3.DatabaseError as exc:
+                if not lifecycle.store_damaged(exc):
+                    raise
+                self._store_damaged(exc, "start")
+            finally:
+                await self._shutdown()
+        finally:
+            self._uninstall_signals(loop)
+
+    async def _claim(self) -> bool:
+        """Bind the port, lock the store, remove a stale model temp file, open the store (checked); False (logged,
+        :attr:`exit_status` set, what was claimed let go) if one of them fails."""
         cfg = self._config
-        self.notifier.status("starting: catching up with the state directory")
+        try:
+            if self._listeners is None:
+                self._listeners = lifecycle.bind_listeners(cfg.daemon.listen)
+            self._store_lock = lifecycle.StoreLock.acquire(cfg.db_path)
+            removed = lifecycle.remove_stale_temp(cfg.db_path)
+            self.notifier.status("starting: checking the store")
+            await asyncio.to_thread(self._open_store)
+        except StartupError as exc:
+            log.error("%s", exc)
+            self.exit_status = exc.status
+            self._release()
+            return False
+        if removed is not None:
+            log.info("removed %s, left by a stop that did not finish", removed)
+        return True
+
+    def _open_store(self) -> None:
+        """Open the store (and the evaluations' reader) after SQLite's quick check of every page: a damaged file is
+        refused here, before the methodology entry or any other record that this daemon runs is written."""
+        cfg = self._config
+        db = cfg.db_path
         gate = Gate()  # the evaluations' snapshots out of the writer's COMMITs: the WAL starts over
-        self.store = await asyncio.to_thread(Store.open, cfg.db_path, gate=gate)
-        self.reader = await asyncio.to_thread(Store.open, cfg.db_path, readonly=True, gate=gate)
-        self.ingester = Ingester(self.store, cfg.state_root, cfg, self._observed_clock, sightings=self.poller.take)
+        try:
+            problems = quick_check(db, readonly=False)
+            if problems:
+                raise StartupError(lifecycle.EXIT_STORE_DAMAGED,
+                                   lifecycle.damaged_message(db, problems[0], cfg.state_root, self.config_path))
+            store = Store.open(db, gate=gate)
+        except sqlite3.Error as exc:
+            if lifecycle.store_damaged(exc):
+                raise StartupError(lifecycle.EXIT_STORE_DAMAGED,
+                                   lifecycle.damaged_message(db, str(exc), cfg.state_root, self.config_path)) from None
+            raise StartupError(lifecycle.EXIT_STORE_UNUSABLE, f"cannot open the store {db}: {exc}; check [store] path"
+                                                              " (or --db) and its folder's permissions") from None
+        try:
+            self.reader = Store.open(db, readonly=True, gate=gate)
+        except BaseException:
+            store.close()
+            raise
+        self.store = store
+        self._db_identity = lifecycle.file_identity(db)
+        self._store_open = True
+
+    async def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Catch up with the state root, evaluate, then serve and watch (returns early once asked to stop)."""
+        cfg = self._config
+        assert self.store is not None
+        if self.should_exit:  # a signal while the store was being opened
+            return
+        self.notifier.status("starting: catching up with the state directory")
+        log.info("catching up with the state root %s", cfg.state_root)
+        self.ingester = self._new_ingester(self.store)
         await asyncio.to_thread(self._record_methodology, None)
         await self._scan()
+        if self.should_exit:
+            return
         await self._rescore()
+        if self.should_exit:
+            return
         await self._start_http()
         self._start_observer(loop)
         await self._track_logs()
@@ -343,10 +436,17 @@ class Daemon:
         self.started.set()
         self.notifier.ready(status=self._status())
         log.info("honestyd serving on http://%s:%s/ (state %s)", self._host(), self.port, cfg.state_root)
-        try:
-            await self._main_loop()
-        finally:
-            await self._shutdown()
+
+    def _release(self) -> None:
+        """Let go of what _claim took (the last step of a shutdown, or of a start that failed)."""
+        for sock in self._listeners or ():
+            sock.close()
+        if self.reader is not None:
+            self.reader.close()
+        if self.store is not None:
+            self.store.close()
+        if self._store_lock is not None:
+            self._store_lock.release()
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> None:
         try:
@@ -355,6 +455,13 @@ class Daemon:
             loop.add_signal_handler(signal.SIGHUP, self.handle_reload)
         except (NotImplementedError, RuntimeError):  # not the main thread (tests drive serve() directly)
             pass
+
+    @staticmethod
+    def _uninstall_signals(loop: asyncio.AbstractEventLoop) -> None:
+        """Back to the default handlers once serve() returns: a caller that goes on (the demo) must stay stoppable."""
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(sig)
 
     async def _main_loop(self) -> None:
         interval = self.notifier.watchdog_interval()
@@ -398,10 +505,7 @@ class Daemon:
         await self._save_model()
         if self.runner is not None:
             await self.runner.cleanup()
-        if self.reader is not None:
-            self.reader.close()
-        if self.store is not None:
-            self.store.close()
+        self._release()
         log.info("stopped")
 
     async def _save_model(self) -> None:
@@ -409,6 +513,8 @@ class Daemon:
         feed, store = self.feed, self.store
         if feed is None or store is None or feed.at is None or not self._config.daemon.model_cache:
             return
+        if self.exit_status == lifecycle.EXIT_STORE_DAMAGED or self._recovering:
+            return  # a model of a store that is damaged or gone is no cache for the next start
         path = modelcache.path_for(self._config.db_path)
         self.notifier.status(f"writing the model cache {path}")
         started = time.monotonic()
@@ -492,13 +598,30 @@ class Daemon:
             await self._flush()
         finally:
             self._flush_task = None
-            # Not while the store refuses writes: then the next file event or rescan retries (see _flush).
-            if (self.pending or self.full_rescan_pending) and self._store_failing_since is None:
+            # Not while the store refuses writes, or is gone: then the next file event or rescan retries (see _flush).
+            if (self.pending or self.full_rescan_pending) and self._store_failing_since is None \
+                    and not self._recovering:
                 # A debounce's gap for the evaluation of this pass; the poller's next look (a debounce apart, see
                 # _on_path) brings it forward when logs have grown meanwhile.
                 self._schedule_flush(self._config.daemon.debounce)
 
     async def _flush(self) -> None:
+        """One ingest pass, once the store is in place (see _store_in_place); a damaged store stops the daemon."""
+        if self.ingester is None or not await self._store_in_place():
+            return
+        try:
+            await self._ingest_pass()
+        except sqlite3.DatabaseError as exc:
+            if not lifecycle.store_damaged(exc):
+                raise
+            self._store_damaged(exc, "ingest")
+            return
+        if self._recovering and not self.full_rescan_pending:
+            self._recovering = False  # the new store has caught up with the state root: evaluate it
+            log.warning("store %s caught up with the state root; evaluating it", self._config.db_path)
+            self._request_rescore()
+
+    async def _ingest_pass(self) -> None:
         assert self.lock is not None and self.ingester is not None
         async with self.lock:
             paths, self.pending = sorted(self.pending), set()
@@ -550,6 +673,11 @@ class Daemon:
                 self.full_rescan_pending = self._pending_scan_unobserved = True
                 self._store_refused(exc, "start-up scan")
                 stats = self.ingester.committed
+            except sqlite3.DatabaseError as exc:
+                if not lifecycle.store_damaged(exc):
+                    raise
+                self._store_damaged(exc, "start-up scan")
+                return
         self._count(stats)
 
     def _store_refused(self, exc: sqlite3.OperationalError, what: str) -> None:
@@ -573,6 +701,95 @@ class Daemon:
             log.warning("store accepts writes again: ingest resumed after %.1f s",
                         time.monotonic() - self._store_failing_since)
             self._store_failing_since = None
+
+    def _store_damaged(self, exc: sqlite3.DatabaseError, what: str) -> None:
+        """A query found the database damaged while running: one ERROR line saying what to do, /readyz 503, and a
+        stop with exit status 3, which systemd does not restart (a restart would fail the same way)."""
+        if self.exit_status != lifecycle.EXIT_STORE_DAMAGED:
+            cfg = self._config
+            log.error("%s", lifecycle.damaged_message(cfg.db_path, f"{what}: {exc}", cfg.state_root, self.config_path))
+        self.exit_status = lifecycle.EXIT_STORE_DAMAGED
+        self.unready = "store damaged"
+        self.should_exit = True
+
+    async def _store_in_place(self) -> bool:
+        """True iff the database file the daemon has open is still the one at its path. One that was deleted or
+        replaced under the running daemon is noticed here, at the next pass: then /readyz answers 503, the store is
+        reopened (created afresh if gone) and caught up with the whole state root, and the model is rebuilt."""
+        if self.exit_status == lifecycle.EXIT_STORE_DAMAGED:
+            return False
+        if self._store_open and lifecycle.file_identity(self._config.db_path) == self._db_identity:
+            return True
+        if self.should_exit:
+            return False  # a stop does not rebuild: the next start catches up anyway
+        if self._store_open:
+            await self._lose_store()
+        return await self._reopen_store()
+
+    async def _lose_store(self) -> None:
+        """The database at the path is not the one open: say so, go unready, and close the old connections."""
+        assert self.lock is not None
+        db = self._config.db_path
+        gone = not db.is_file()
+        log.error("store %s was %s while honestyd ran: /readyz answers 503 until a store there has caught up with"
+                  " the state root %s; the link checks and history it held %s", db, "deleted" if gone else "replaced",
+                  self._config.state_root, "are lost (they cannot be re-derived)" if gone else "stay in that file")
+        self.unready = "store lost: rebuilding it from the state root"
+        self._recovering = True
+        while self._rescoring:  # an evaluation may be reading the old file: let it finish
+            await asyncio.sleep(0.02)
+        async with self.lock:
+            # Closed before a new file is opened at the path: closing the last connection of a WAL database removes
+            # its -wal and -shm by name, which would then be the new store's.
+            for old in (self.reader, self.store):
+                if old is not None:
+                    old.close()
+            self._store_open = False
+            self.feed = None
+            self._history_written = None
+
+    async def _reopen_store(self) -> bool:
+        """Open the store at the path again (taking its lock again if the lock file went too); False, logged once,
+        while that fails (the next file event or rescan retries), and a stop when another honestyd took it."""
+        assert self.lock is not None
+        cfg = self._config
+        db = cfg.db_path
+        try:
+            if self._store_lock is None or not self._store_lock.in_place():
+                if self._store_lock is not None:
+                    self._store_lock.release()
+                self._store_lock = lifecycle.StoreLock.acquire(db)
+            if not db.is_file():  # the pieces of the deleted store would be read as the new one's
+                for suffix in ("-wal", "-shm"):
+                    db.with_name(db.name + suffix).unlink(missing_ok=True)
+            async with self.lock:
+                await asyncio.to_thread(self._open_store)
+        except StartupError as exc:
+            if exc.status in (lifecycle.EXIT_STORE_DAMAGED, lifecycle.EXIT_STORE_LOCKED):
+                log.error("%s", exc)
+                self.exit_status, self.should_exit = exc.status, True
+            elif not self._store_lost_logged:
+                self._store_lost_logged = True
+                log.error("%s; retrying at the next file event or rescan", exc)
+            return False
+        assert self.store is not None
+        self._store_lost_logged = False
+        self.ingester = self._new_ingester(self.store, self.ingester)
+        self.full_rescan_pending = self._pending_scan_unobserved = True  # a catch-up, as at a start
+        log.warning("store %s opened again; catching up with the state root %s", db, cfg.state_root)
+        return True
+
+    def _new_ingester(self, store: Store, previous: Ingester | None = None) -> Ingester:
+        """The ingester of ``store``; one made for a store opened again keeps what the last one counted and logged
+        (unreadable paths, rotation losses, the reject log's budget), so counters never go back."""
+        cfg = self._config
+        ingester = Ingester(store, cfg.state_root, cfg, self._observed_clock,
+                            reject_log=previous.reject_log if previous is not None else None,
+                            sightings=self.poller.take)
+        if previous is not None:  # the totals only: what the old one followed belongs to the store that went
+            ingester.unreadable = previous.unreadable
+            ingester.losses.lines, ingester.losses.bytes = previous.losses.lines, previous.losses.bytes
+        return ingester
 
     def _count(self, stats: IngestStats) -> None:
         self.ingest_records.update(stats.records)
@@ -606,9 +823,16 @@ class Daemon:
         own, so a long first load never holds up ingest; afterwards each pass applies only what was committed
         since, and only the decisions that can have changed are re-evaluated (scorers/live.py).
         """
+        if self._recovering:  # no model of a half-filled store: evaluated once it has caught up (see _flush)
+            self._rescore_dirty = True
+            return
         self._rescoring += 1
         try:
             await self._rescore_while_dirty()
+        except sqlite3.DatabaseError as exc:
+            if not lifecycle.store_damaged(exc):
+                raise
+            self._store_damaged(exc, "evaluation")
         finally:
             self._rescoring -= 1
 
@@ -650,6 +874,9 @@ class Daemon:
                             model=feed.size, exported=exported,
                             labels_unmatched=feed.unmatched)
             self._snapshot = snap
+            if self.unready is not None and not self._recovering and self.exit_status == 0:
+                log.warning("store %s rebuilt from the state root and evaluated: ready again", config.db_path)
+                self.unready = None
             self.freezer.after_evaluation()
             if self._history_due(snap):
                 async with self.lock:
@@ -732,13 +959,17 @@ class Daemon:
         """A job that shutdown can wait for, and that does not start once shutdown has begun."""
 
         async def job() -> None:
-            if self.should_exit:
+            if self.should_exit or (self._recovering and getattr(fn, "__name__", "") in _STORE_JOBS):
                 return
             task = asyncio.current_task()
             assert task is not None
             self._job_tasks.add(task)
             try:
                 await fn()
+            except sqlite3.DatabaseError as exc:
+                if not lifecycle.store_damaged(exc):
+                    raise
+                self._store_damaged(exc, getattr(fn, "__name__", "job").strip("_"))
             finally:
                 self._job_tasks.discard(task)
 
@@ -774,6 +1005,8 @@ class Daemon:
     async def _track_logs(self) -> None:
         """Poll every log the store has a cursor for (the watcher adds logs that appear later)."""
         assert self.lock is not None and self.store is not None
+        if self._recovering:
+            return
         async with self.lock:
             cursors = await asyncio.to_thread(self.store.cursors)
         for cursor in cursors:
@@ -844,11 +1077,10 @@ class Daemon:
         # included, with only a warning.
         runner = web.AppRunner(make_app(self), access_log=None, logger=HTTP_LOG, **HTTP_LIMITS)
         await runner.setup()
-        port = int(self._config.daemon.listen.rpartition(":")[2])
-        site = web.TCPSite(runner, self._host(), port)
-        await site.start()
-        sockets = getattr(site._server, "sockets", None) or []
-        self.port = sockets[0].getsockname()[1] if sockets else port
+        assert self._listeners, "serve() binds the listening sockets first"
+        for sock in self._listeners:  # bound by _claim, before anything was ingested or written
+            await web.SockSite(runner, sock).start()
+        self.port = int(self._listeners[0].getsockname()[1])
         self.runner = runner
 
     def _status(self) -> str:

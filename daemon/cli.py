@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sqlite3
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -131,7 +133,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from daemon.store import Store
 
     config = _load_config_or_exit(Path(args.config) if args.config else None)
-    with Store.open(Path(args.db)) as store:
+    with _holding(Path(args.db)), Store.open(Path(args.db)) as store:
         ingester = Ingester(store, Path(args.state), config)
         stats = ingester.scan()
         ingester.reject_log.flush(everything=True)  # the rejects only counted, summed up before the report
@@ -203,7 +205,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return fixed if fixed is not None else system_clock()
 
     now = clock()
-    with Store.open(Path(args.db)) as store:
+    with _holding(Path(args.db)), Store.open(Path(args.db)) as store:
         Ingester(store, root, config, clock).scan()
         sample_day = None if args.all else (args.sample or now.date())
         todo, cached = select_targets(store, config, now, sample_day)
@@ -254,6 +256,72 @@ def cmd_checks_import(args: argparse.Namespace) -> int:
         store.add_checks(checks)
     print(f"imported {len(checks)} checks, {len(rejects)} rejected")
     return 1 if rejects else 0
+
+
+@contextmanager
+def _holding(db: Path) -> Iterator[None]:
+    """The store's lock (``<db>.lock``) while a one-shot command writes: two writers would break exactly-once."""
+    from daemon.lifecycle import StartupError, holding_store
+
+    try:
+        with holding_store(db):
+            yield
+    except StartupError as exc:
+        print(exc, file=sys.stderr)
+        raise SystemExit(exc.status) from None
+
+
+def cmd_store_check(args: argparse.Namespace) -> int:
+    """Is the database sound? ``ok`` and its row counts (exit 0), or what SQLite finds wrong (exit 3)."""
+    from daemon.lifecycle import EXIT_STORE_DAMAGED, EXIT_STORE_UNUSABLE
+    from daemon.storerepair import check
+
+    db = Path(args.db)
+    if not db.is_file():
+        print(f"--db {db}: no database there", file=sys.stderr)
+        return 2
+    try:
+        report = check(db)
+    except sqlite3.OperationalError as exc:
+        print(f"{db}: cannot open: {exc}", file=sys.stderr)
+        return EXIT_STORE_UNUSABLE
+    if not report.problems:
+        print(f"{db}: ok ({', '.join(f'{n} {t}' for t, n in report.counts.items())})")
+        return 0
+    print(f"{db}: damaged: {report.problems[0]}" + (f" (and {len(report.problems) - 1} more problems)"
+                                                    if len(report.problems) > 1 else ""))
+    for problem in report.problems[1:]:
+        print(f"  {problem}")
+    print(f"repair: honestyd store rebuild --db {db} --state DIR [--config FILE] (see docs/deploy.md)")
+    return EXIT_STORE_DAMAGED
+
+
+def cmd_store_rebuild(args: argparse.Namespace) -> int:
+    """Move a damaged database aside and build a fresh one from the state root and what the old file still holds."""
+    from daemon.storerepair import describe, describe_lost, rebuild
+
+    config = _load_config_or_exit(Path(args.config) if args.config else None)
+    db, root = Path(args.db), Path(args.state)
+    if not db.is_file():
+        print(f"--db {db}: no database there (`honestyd ingest` makes one)", file=sys.stderr)
+        return 2
+    if not root.is_dir():
+        print(f"--state {root}: not a folder", file=sys.stderr)
+        return 2
+    with _holding(db):
+        report = rebuild(db, root, config)
+    print(f"moved the damaged store aside to {report.aside}")
+    print(f"kept from it: {describe(report.kept)}")
+    lost, bad = describe_lost(report.lost), +report.bad
+    if lost or bad:
+        print(f"could not read from it (lost, unless still in the state root): {'; '.join(lost) or 'no run'}"
+              + ("; garbled rows refused: " + ", ".join(f"{n} of {t}" for t, n in sorted(bad.items())) if bad else ""))
+    print(f"re-ingested from {root}: {sum(report.ingest.records.values())} records,"
+          f" {sum(report.ingest.rejects.values())} rejects")
+    c = report.counts
+    print(f"{db} now holds {c['events']} events, {c['labels']} labels, {c['files']} files, {c['checks']} checks,"
+          f" {c['rejects']} rejects")
+    return 0
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -488,6 +556,19 @@ def build_parser() -> argparse.ArgumentParser:
     # Benchmark hook: ORIGIN,SINCE,RATE, a clock RATE times fast that read ORIGIN at the Unix time SINCE.
     p.add_argument("--clock-warp", metavar="ORIGIN,SINCE,RATE", type=clock_warp, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("store", help="check a database, or rebuild a damaged one")
+    store_sub = p.add_subparsers(dest="store_command", required=True, metavar="check|rebuild",
+                                 help="check a database's integrity, or rebuild a damaged one")
+    q = store_sub.add_parser("check", help="SQLite's integrity check: ok, or what is wrong (exit 3)")
+    q.add_argument("--db", required=True, metavar="FILE", help="the database to check (opened read-only)")
+    q.set_defaults(func=cmd_store_check)
+    q = store_sub.add_parser("rebuild", help="move a damaged database aside; re-ingest, keep what it still holds")
+    q.add_argument("--db", required=True, metavar="FILE",
+                   help="the damaged database (moved aside as FILE.damaged-TIME; a fresh one takes its place)")
+    q.add_argument("--state", required=True, metavar="DIR", help="the state directory to ingest again")
+    q.add_argument("--config", metavar="FILE", type=cliargs.readable_file, help=CONFIG_HELP)
+    q.set_defaults(func=cmd_store_rebuild)
 
     p = sub.add_parser("checks", help="move check results in and out as JSON Lines")
     checks_sub = p.add_subparsers(dest="checks_command", required=True, metavar="export|import",

@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import shutil
+import signal
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -98,15 +99,59 @@ def prepare(directory: Path, seed: int, listen: str) -> tuple[Path, Path, Path]:
 
 
 async def run_demo(args: argparse.Namespace) -> int:
-    """Prepare, start the daemon and the live agents, print the URLs, run until stopped."""
-    from daemon.app import Daemon, Overrides  # the daemon's dependencies load only when it runs
+    """Claim the port, prepare, start the daemon and the live agents, print the URLs, run until stopped.
 
-    root, db, config_path = prepare(Path(args.dir), args.seed, args.listen)
-    daemon = Daemon(load_config(config_path), config_path=config_path, overrides=Overrides(state=root, db=db))
+    The port is bound first, so a busy one is one line and exit status 4 before anything is generated; a signal at
+    any point stops the demo (during the preparation, once it is done: it runs in a worker thread).
+    """
+    from daemon.app import Daemon, Overrides  # the daemon's dependencies load only when it runs
+    from daemon.lifecycle import StartupError, StoreLock, bind_listeners
+
+    directory = Path(args.dir)
+    try:
+        listeners = bind_listeners(args.listen)
+        if (directory / "honestyd.db").exists():  # a demo running there would lose its files to the wipe below
+            StoreLock.acquire(directory / "honestyd.db").release()
+    except StartupError as exc:
+        log.error("%s", exc)
+        return exc.status
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    running: list[Daemon] = []
+
+    def on_signal() -> None:
+        stopping.set()
+        for d in running:  # until serve() installs the daemon's own handlers
+            d.handle_exit()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        preparing = asyncio.create_task(asyncio.to_thread(prepare, directory, args.seed, args.listen))
+        signalled = asyncio.create_task(stopping.wait())
+        await asyncio.wait({preparing, signalled}, return_when=asyncio.FIRST_COMPLETED)
+        signalled.cancel()
+        if stopping.is_set():
+            for sock in listeners:
+                sock.close()
+            return 0
+        root, db, config_path = await preparing
+    except BaseException:
+        for sock in listeners:
+            sock.close()
+        raise
+    daemon = Daemon(load_config(config_path), config_path=config_path, overrides=Overrides(state=root, db=db),
+                    listeners=listeners)
+    running.append(daemon)
+    serving = asyncio.create_task(daemon.serve())
+    started = asyncio.create_task(daemon.started.wait())
+    await asyncio.wait({serving, started}, return_when=asyncio.FIRST_COMPLETED)
+    if not daemon.started.is_set():  # it failed to start (logged), or a signal stopped it during the start
+        started.cancel()
+        await serving
+        return daemon.exit_status
     stop = asyncio.Event()
     agents = [LiveAgent("ada"), LiveAgent("gus"), LiveAgent("zoe", slips_after=args.slip_after)]
-    serving = asyncio.create_task(daemon.serve())
-    await daemon.started.wait()
     writers = asyncio.create_task(live_agents(root, agents, args.interval, stop))
     base = f"http://{args.listen}"
     print(f"honestyd demo on {root}\n  metrics:     {base}/metrics\n  agents:      {base}/\n"
@@ -114,13 +159,13 @@ async def run_demo(args: argparse.Namespace) -> int:
           f"  methodology: {base}/methodology\nCtrl-C stops.", flush=True)
     try:
         if args.duration:
-            await asyncio.sleep(args.duration)
+            await asyncio.wait({serving}, timeout=args.duration)
             daemon.handle_exit()
         await serving
     finally:
         stop.set()
         await writers
-    return 0
+    return daemon.exit_status
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -140,4 +185,7 @@ def main(args: argparse.Namespace) -> int:
     """Run the demo."""
     logescape.configure(logging.INFO, logescape.DAEMON_FORMAT)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
-    return asyncio.run(run_demo(args))
+    try:
+        return asyncio.run(run_demo(args))
+    except KeyboardInterrupt:  # a Ctrl-C once the daemon has stopped (its handlers are gone): no traceback
+        return 130

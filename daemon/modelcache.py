@@ -69,6 +69,11 @@ def path_for(db_path: Path) -> Path:
     return db_path.with_name(db_path.name + ".model")
 
 
+def tmp_path_for(path: Path) -> Path:
+    """The temporary file :func:`save` writes before renaming it to ``path`` (a kill may leave it behind)."""
+    return path.with_name(path.name + ".tmp")
+
+
 #: Where the packages of ``_CODE`` are.
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,7 +98,7 @@ def scoring_hash(config: Config) -> str:
 
 def save(feed: LiveFeed, path: Path, store_id: str) -> int:
     """Write ``feed`` to ``path`` (atomically, mode 0600); returns the bytes written."""
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = tmp_path_for(path)
     tmp.unlink(missing_ok=True)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:

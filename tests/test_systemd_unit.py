@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from daemon.lifecycle import NO_RESTART
 from tests.conftest import ROOT
 
 UNIT = ROOT / "systemd" / "honestyd.service"
@@ -114,6 +115,8 @@ def test_the_directives_the_daemon_relies_on() -> None:
     assert _service("WatchdogSec") == ["60"]
     assert _service("Restart") == ["on-failure"]
     assert _service("RestartSec") == ["5"]
+    # The exit statuses after which a restart fails the same way (daemon/lifecycle.py; docs/deploy.md, section 7).
+    assert _service("RestartPreventExitStatus") == [" ".join(map(str, NO_RESTART))]
     assert _service("DynamicUser") == ["yes"]
     assert _service("StateDirectory") == ["honestyd"]  # where [store] path points
     assert _service("ConfigurationDirectory") == ["honestyd"]
