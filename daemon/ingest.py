@@ -362,8 +362,8 @@ class Ingester:
         )
         if not changed:
             return False
-        # Only an entry of the index has modifications.
-        keeps_changes = canonical is None
+        # Only an entry of the index has modifications, and a log none (spec 1.4, v2.3: an append is no modification).
+        keeps_changes = canonical is None and path not in self._logs  # ingest_file notes a log before this
         if row is None or row.deleted is not None:
             created = fm_created or seen_at
             with self.store.atomic():

@@ -267,6 +267,13 @@ def _m009_symlinks(conn: sqlite3.Connection) -> None:
         )
 
 
+def _m010_logs_keep_no_modifications(conn: sqlite3.Connection) -> None:
+    # Spec v2.3 (1.4): an append to a JSON Lines source is not a modification; a log keeps only created and deleted.
+    # Every log tailed has a cursor (the globs are config, unknown here; the cursors are what was read as a log), and
+    # up to now each of its ingest passes added a row here.
+    conn.execute("DELETE FROM file_changes WHERE path IN (SELECT path FROM cursors)")
+
+
 #: Named migrations, applied in order and recorded in the ``migrations`` table.
 MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("001_initial", _m001_initial),
@@ -278,6 +285,7 @@ MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("007_feed_file_changes_only", _m007_feed_file_changes_only),
     ("008_store_id", _m008_store_id),
     ("009_symlinks", _m009_symlinks),
+    ("010_logs_keep_no_modifications", _m010_logs_keep_no_modifications),
 )
 
 _EVENT_COLUMNS = (

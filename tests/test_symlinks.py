@@ -1,9 +1,9 @@
-"""Paths through symlinks inside the root name their target (spec 1, v2.3), in every mode.
+"""Paths through symlinks inside the root name their target (spec 1, v2.3), in every mode; logs keep no appends.
 
 The tree of tests/symlinked_state.py is built for real and scored by ``honestyd score --state``, by ``score --db``
 after ``honestyd ingest`` (the state dir unreadable by then), and by the daemon: all three give the same result, the
-one worked out by hand below. The link map's pure questions, the walk, the store's change feed and the ingester's
-handling of links are tested on their own.
+one worked out by hand below. The link map's pure questions, the walk, the store's migrations and the ingester's
+handling of links and of appended logs are tested on their own.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from collectors.links import LinkMap, named_entries, other_names
 from collectors.statedir import walk_tree
 from daemon.config import Config
 from daemon.ingest import Ingester
-from daemon.store import IndexRow, Store
+from daemon.store import MIGRATIONS, IndexRow, Store
 from scorers.context import Context
 from scorers.score import evaluate_window, to_json
 from tests import symlinked_state
@@ -158,9 +159,18 @@ def test_the_symlinked_tree_scored_by_the_daemon(honestyd: Run, tmp_path: Path) 
             return found if found == gaps else None
 
         wait_for(gap_counts, 10, "the daemon to hear the link go")
+        # Appends to the log, a pass each (spec 1.4, v2.3): no modification of the log is recorded.
+        for k in range(5):
+            with (root / "heartbeats" / "ada.jsonl").open("a") as f:
+                f.write(json.dumps({"id": f"x{k}", "ts": AT, "agent": "ada", "kind": "dm", "text": "ok"}) + "\n")
+            wait_for(lambda k=k: json.loads(d.get("/v1/agents/ada?window=24h")[1])["decisions"] == 10 + k, 10,
+                     f"append {k} to be scored")
         assert stop(d)[0] == 0
     with Store.open(db, readonly=True) as store:
         assert "latest" not in store.links()
+        assert store.conn.execute("SELECT count(*) FROM file_changes WHERE path = 'heartbeats/ada.jsonl'"
+                                  ).fetchone()[0] == 0
+        assert store.file_entries()["docs/notes.md"].modified != ()  # other files keep theirs
 
 
 # --- the store and the ingester
@@ -189,6 +199,63 @@ def test_links_are_kept_up_to_date_by_scans_and_watcher_events(tmp_path: Path) -
         ingester.scan()
         assert not [p for p in store.index_rows() if p.startswith("docs/")]
         assert "docs/runbook.md" not in store.file_entries()
+
+
+def test_a_log_appended_to_for_many_passes_keeps_no_modifications(tmp_path: Path) -> None:
+    """Spec 1.4 (v2.3): an append to a JSON Lines source is not a modification, however many passes see one; any
+    other file keeps every modification (a Markdown file and a .jsonl file that is no source here)."""
+    root = tmp_path / "state"
+    (root / "heartbeats").mkdir(parents=True)
+    (root / "docs").mkdir()
+    log, doc, data = root / "heartbeats" / "ada.jsonl", root / "docs" / "a.md", root / "docs" / "x.jsonl"
+    for p in (log, doc, data):
+        p.write_text("")
+    now = [T0]
+    with Store.open(tmp_path / "h.db") as store:
+        ingester = Ingester(store, root, Config(), clock=lambda: now[0])
+        ingester.scan(observed=True)
+        for k in range(40):
+            now[0] = T0 + timedelta(seconds=k + 1)
+            with log.open("a") as f:
+                f.write(json.dumps({"id": f"e{k}", "ts": "2026-06-01T11:00:00Z", "agent": "ada", "kind": "dm"}) + "\n")
+            if k % 10 == 0:
+                doc.write_text(f"# version {k}\n")
+                with data.open("a") as f:
+                    f.write("{}\n")
+            if k % 2:
+                ingester.ingest_paths(["heartbeats/ada.jsonl", "docs/a.md", "docs/x.jsonl"])
+            else:
+                ingester.scan(observed=True)
+        counts = dict(store.conn.execute("SELECT path, count(*) FROM file_changes GROUP BY path").fetchall())
+        assert len(store.events()) == 40
+        assert counts == {"docs/a.md": 4, "docs/x.jsonl": 4}
+        assert store.file_entries()["heartbeats/ada.jsonl"].modified == ()
+
+
+def test_migration_010_drops_the_modifications_of_logs_only(tmp_path: Path) -> None:
+    """A store from before v2.3 holds a modification per ingest pass of every log; opened, those rows are gone and
+    every other file keeps its modifications."""
+    db = tmp_path / "old.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    conn.execute("BEGIN")
+    names = [name for name, _ in MIGRATIONS]
+    for name, migration in MIGRATIONS[:names.index("008_store_id") + 1]:
+        migration(conn)
+        conn.execute("INSERT INTO migrations VALUES (?, 'then')", (name,))
+    for path in ("heartbeats/ada.jsonl", "labels/r.jsonl", "docs/a.md", "docs/x.jsonl"):
+        conn.execute("INSERT INTO files VALUES (?, 0, NULL, 1, 1, NULL, 0)", (path,))
+        conn.executemany("INSERT INTO file_changes VALUES (?, ?)", [(path, k) for k in range(1, 6)])
+    for path in ("heartbeats/ada.jsonl", "labels/r.jsonl"):
+        conn.execute("INSERT INTO cursors VALUES (?, 1, 2, 0, 10, 1, 10, 'h', 'm')", (path,))
+    conn.execute("COMMIT")
+    conn.close()
+    with Store.open(db) as store:
+        assert store.migrations()[-2:] == ["009_symlinks", "010_logs_keep_no_modifications"]
+        entries = store.file_entries()
+        assert entries["heartbeats/ada.jsonl"].modified == entries["labels/r.jsonl"].modified == ()
+        assert len(entries["docs/a.md"].modified) == len(entries["docs/x.jsonl"].modified) == 5
+        assert store.links() == {}
 
 
 def test_the_change_feed_hears_of_links_and_of_a_row_turning_into_a_name(tmp_path: Path) -> None:
