@@ -88,12 +88,15 @@ def test_the_walk_indexes_each_file_once_under_its_canonical_path(tmp_path: Path
     root = symlinked_state.build(tmp_path)
     os.symlink("nowhere", root / "dangling")
     os.symlink(".", root / "docs" / "self")
+    (root / ".drafts").mkdir()
+    (root / ".drafts" / "x.md").write_text("ignored\n")
+    os.symlink(".drafts", root / "drafts")  # a name starting with "." is ignored, and so is a link into one
     tree = walk_tree(root)
     assert [f.path for f in tree.files] == ["all-briefs/ada-1.md", "docs/notes.md", "docs/runbook.md",
                                             "heartbeats/ada.jsonl"]
     assert all(f.path == f.canonical for f in tree.files)
     assert tree.links == {"archive": "docs", "briefs": "all-briefs", "current.md": "docs/runbook.md",
-                          "dangling": None, "docs/self": "docs", "ext": None, "latest": "docs"}
+                          "dangling": None, "docs/self": "docs", "drafts": None, "ext": None, "latest": "docs"}
     read = named_entries(tree.files, LinkMap(tree.links), ["heartbeats/*.jsonl", "briefs/*.md"])
     aliases = [(f.path, f.canonical) for f in read if f.path != f.canonical]
     assert aliases == [("briefs/ada-1.md", "all-briefs/ada-1.md")]
