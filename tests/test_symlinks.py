@@ -176,6 +176,40 @@ def test_the_symlinked_tree_scored_by_the_daemon(honestyd: Run, tmp_path: Path) 
         assert store.file_entries()["docs/notes.md"].modified != ()  # other files keep theirs
 
 
+def test_the_daemons_own_verification_job_resolves_paths_through_links(tmp_path: Path) -> None:
+    """The daily sample (Daemon._verify_sample: the store's index and links handed to the path checker), run in the
+    real daemon in this process, with every path sampled."""
+    import asyncio
+
+    from daemon.app import Daemon
+    from daemon.config import Daemon as DaemonSettings
+    from daemon.config import GitHub, Verify
+
+    root = symlinked_state.build(tmp_path)
+    db = tmp_path / "h.db"
+    config = Config(state_root=root, db_path=db, github=GitHub(repo="acme/app"),
+                    verify=Verify(rates={"url": 0.0, "path": 1.0, "run": 0.0, "issue": 0.0}),
+                    daemon=DaemonSettings(listen="127.0.0.1:0", drain_timeout=5.0))
+
+    async def scenario() -> None:
+        d = Daemon(config, environ={}, clock=lambda: symlinked_state.T)
+        task = asyncio.create_task(d.serve())
+        try:
+            while not d.started.is_set():
+                assert not task.done(), task.result()
+                await asyncio.sleep(0.02)
+            await d._verify_sample()
+        finally:
+            d.handle_exit()
+            await asyncio.wait_for(task, 30)
+
+    asyncio.run(scenario())
+    with Store.open(db, readonly=True) as store:
+        assert {c.target: c.ok for c in store.checks()} == {
+            "latest/runbook.md": True, "docs/runbook.md": True, "latest/notes.md": True, "ext/secret.md": False,
+            "current.md": True}
+
+
 # --- the store and the ingester
 
 
