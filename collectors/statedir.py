@@ -72,10 +72,6 @@ class Confinement:
         self.root_real = os.path.realpath(root)
         self._dirs: dict[str, str | None] = {}
 
-    def dir_inside(self, directory: str) -> bool:
-        """True iff ``directory`` resolves to the root or inside it."""
-        return self.canonical_dir(directory) is not None
-
     def canonical_dir(self, directory: str) -> str | None:
         """The canonical path of ``directory`` relative to the root ("" for the root), None when it resolves outside
         the root or into an ignored (``.``) directory."""

@@ -3,9 +3,8 @@
 The model is loaded once (on start, and after a reload changes the config), then fed what each ingest
 pass committed: events and labels by growing rowid, checks by growing seq, and, from the store's change
 feed (migrations 005 and 009), the Markdown decisions removed, the file-index entries and the symlinks
-changed. Everything is
-read in one read transaction with the marks that say where the feed is up to, so a record is applied
-exactly once however the reads interleave with the writer.
+changed. Everything is read in one read transaction with the marks that say where the feed is up to, so
+a record is applied exactly once however the reads interleave with the writer.
 """
 
 from __future__ import annotations
@@ -127,8 +126,8 @@ class LiveFeed:
             self.model.add_labels(new_labels)
             new_checks = [c for c in store.checks_since(checks) if c.seq <= new[2]]
             self.model.add_checks(new_checks)
-            links = any(what == "links" for _, what, _, _ in feed)
-            if links:
+            relinked = any(what == "links" for _, what, _, _ in feed)
+            if relinked:  # rare (a symlink made, re-pointed or removed): the map is small, read whole
                 self.model.put_links(store.links())
             for path in sorted(files | set(modified)):
                 times = (from_us(us) for us in modified.get(path, ()))
@@ -147,7 +146,7 @@ class LiveFeed:
                     self.model.add_file_times(path, times, row.deleted)
             self.marks = new
             self.applied = len(heartbeats) + len(documents) + len(new_labels) + len(new_checks) + len(files) + len(
-                modified) + links
+                modified) + relinked
             return self.applied
 
     def evaluate(self, at: datetime) -> dict[str, WindowResult]:

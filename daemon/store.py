@@ -321,6 +321,8 @@ def event_rows(events: Iterable[Event]) -> tuple[list[EventRow], list[CitationRo
 
 
 _FILE_COLUMNS = "path, created_us, deleted_us, mtime_ns, size, sha, front_matter, canonical"
+#: The same for a store opened read-only before migration 009 (a daemon of the last version wrote it): no names.
+_FILE_COLUMNS_BEFORE_009 = _FILE_COLUMNS.replace("canonical", "NULL")
 
 
 def _index_row(r: tuple[Any, ...]) -> IndexRow:
@@ -354,6 +356,7 @@ class Store:
         #: True while the open transaction is all or nothing by its owner's rule (an ingest group, which any error
         #: rolls back whole): atomic() blocks inside it need no savepoints, which cost two statements each.
         self.grouped = False
+        self._pre_009: bool | None = None
 
     @classmethod
     def open(cls, path: Path | str, *, readonly: bool = False, gate: Gate | None = None) -> Store:
@@ -619,16 +622,28 @@ class Store:
 
     def index_rows(self) -> dict[str, IndexRow]:
         """Every stored row: the file index, and the names sources are read under through a symlink."""
-        return {r[0]: _index_row(r) for r in self.conn.execute(f"SELECT {_FILE_COLUMNS} FROM files")}
+        return {r[0]: _index_row(r) for r in self.conn.execute(f"SELECT {self._file_columns()} FROM files")}
 
     def index_rows_get(self, path: str) -> IndexRow | None:
         """The stored file-index state of one path."""
-        r = self.conn.execute(f"SELECT {_FILE_COLUMNS} FROM files WHERE path = ?", (path,)).fetchone()
+        r = self.conn.execute(f"SELECT {self._file_columns()} FROM files WHERE path = ?", (path,)).fetchone()
         return None if r is None else _index_row(r)
 
     def links(self) -> dict[str, str | None]:
         """The symlinks inside the root as the last pass saw them (collectors/links.py)."""
+        if self._before_009():
+            return {}
         return {r[0]: r[1] for r in self.conn.execute("SELECT path, target FROM links ORDER BY path")}
+
+    def _before_009(self) -> bool:
+        """True for a store opened read-only that an older honestyd wrote (only a writable open migrates): it is read
+        as that version read it, with no symlinks recorded, rather than refused."""
+        if self._pre_009 is None:
+            self._pre_009 = "009_symlinks" not in self.migrations()
+        return self._pre_009
+
+    def _file_columns(self) -> str:
+        return _FILE_COLUMNS_BEFORE_009 if self._before_009() else _FILE_COLUMNS
 
     def document_shas(self) -> dict[str, str | None]:
         """Content hashes of the indexed files (to skip re-parsing unchanged Markdown)."""

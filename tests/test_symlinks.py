@@ -287,6 +287,10 @@ def test_migration_010_drops_the_modifications_of_logs_only(tmp_path: Path) -> N
         conn.execute("INSERT INTO cursors VALUES (?, 1, 2, 0, 10, 1, 10, 'h', 'm')", (path,))
     conn.execute("COMMIT")
     conn.close()
+    with Store.open(db, readonly=True) as old:  # score --db before the new version first opened it writable
+        records = old.load_records()
+        assert sorted(records.files) == ["docs/a.md", "docs/x.jsonl", "heartbeats/ada.jsonl", "labels/r.jsonl"]
+        assert records.links == {} and len(records.files["heartbeats/ada.jsonl"].modified) == 5
     with Store.open(db) as store:
         assert store.migrations()[-2:] == ["009_symlinks", "010_logs_keep_no_modifications"]
         entries = store.file_entries()
