@@ -199,7 +199,7 @@ def task_scrape(args: Args) -> Args:
 
     config = load_config(Path(args["config"]))
     scan = scan_state(Path(args["state"]), config)
-    records = Records(scan.events, scan.labels, scan.files, ())
+    records = Records(scan.events, scan.labels, scan.files, (), scan.links)
     snap = build_snapshot(records, parse_ts(args["at"]), config, Counters(), ())
     agents = max(len(w.agents) for w in snap.windows.values())
     # No store is opened in this process at all; on top of that, any attempt to open a database

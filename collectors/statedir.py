@@ -6,7 +6,7 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -22,7 +22,12 @@ def ns_to_datetime(ns: int) -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class FileInfo:
-    """A regular file under the root, as ``os.stat`` (following confined symlinks) saw it."""
+    """A regular file under the root, as ``os.stat`` (following confined symlinks) saw it.
+
+    ``path`` is the name it is read under; ``canonical`` the file's own path (relative to the resolved root, no
+    symlink among its components), under which the file index holds it (spec 1, v2.3). They differ only for a name
+    that goes through a symlink.
+    """
 
     path: str
     abspath: str
@@ -30,6 +35,7 @@ class FileInfo:
     size: int
     dev: int
     ino: int
+    canonical: str
 
     @property
     def mtime(self) -> datetime:
@@ -66,14 +72,35 @@ class Confinement:
 
     def __init__(self, root: Path | str) -> None:
         self.root_real = os.path.realpath(root)
-        self._dirs: dict[str, bool] = {}
+        self._dirs: dict[str, str | None] = {}
 
-    def dir_inside(self, directory: str) -> bool:
-        """True iff ``directory`` resolves to the root or inside it."""
-        found = self._dirs.get(directory)
-        if found is None:
-            found = self._dirs[directory] = inside(self.root_real, directory)
-        return found
+    def canonical_dir(self, directory: str) -> str | None:
+        """The canonical path of ``directory`` relative to the root ("" for the root), None when it resolves outside
+        the root or into an ignored (``.``) directory."""
+        try:
+            return self._dirs[directory]
+        except KeyError:
+            found = self._dirs[directory] = canonical(self.root_real, directory)
+            return found
+
+
+def canonical(root_real: str, target: str) -> str | None:
+    """The fully resolved ``target`` relative to the resolved root ("" for the root itself), or None when it lies
+    outside the root or under a name starting with ``.`` (ignored, so never indexed: spec 1)."""
+    real = os.path.realpath(target)
+    if real == root_real:
+        return ""
+    if not real.startswith(root_real.rstrip("/") + "/"):
+        return None
+    rel = real[len(root_real.rstrip("/")) + 1:].replace(os.sep, "/")
+    return None if any(part.startswith(".") for part in rel.split("/")) else rel
+
+
+def link_target(root_real: str, link: str) -> str | None:
+    """Where the symlink ``link`` leads, as :func:`canonical` says, if anything is there (a dangling link and a loop
+    lead nowhere: None)."""
+    found = canonical(root_real, link)
+    return found if found is not None and os.path.exists(os.path.join(root_real, found)) else None
 
 
 def stat_file(root: Path, rel: str, confinement: Confinement | None = None) -> FileInfo | None:
@@ -85,68 +112,86 @@ def stat_file(root: Path, rel: str, confinement: Confinement | None = None) -> F
         return None
     confinement = confinement or Confinement(root)
     full = os.path.join(root, rel)
-    if not confinement.dir_inside(os.path.dirname(full)):
+    directory = confinement.canonical_dir(os.path.dirname(full))
+    if directory is None:
         return None
+    name = rel.rpartition("/")[2]
+    own = f"{directory}/{name}" if directory else name
     try:
         st = os.lstat(full)
         # A name that is itself a symlink is followed only while its target stays inside the root.
         if stat.S_ISLNK(st.st_mode):
-            if not inside(confinement.root_real, full):
+            found = canonical(confinement.root_real, full)
+            if found is None:
                 return None
+            own = found
             st = os.stat(full)
     except OSError:
         return None
     if not stat.S_ISREG(st.st_mode):
         return None
-    return FileInfo(rel, full, st.st_mtime_ns, st.st_size, st.st_dev, st.st_ino)
+    return FileInfo(rel, full, st.st_mtime_ns, st.st_size, st.st_dev, st.st_ino, own)
 
 
-def walk(root: Path, on_error: Callable[[str, OSError], None] | None = None) -> list[FileInfo]:
-    """Every regular file under ``root`` in read order (lexicographic relative path).
+@dataclass(frozen=True, slots=True)
+class Tree:
+    """What a walk found: every regular file under its canonical path, and every symlink inside the root (its
+    canonical location → :func:`link_target`), for :class:`collectors.links.LinkMap`."""
 
-    Names starting with ``.`` are skipped; symlinks are followed only while they stay inside
-    the root, and a directory reached twice (a symlink loop) is walked once. A directory that
-    cannot be listed, or an entry that cannot be stat'ed (say mode 000), is skipped and handed to
-    ``on_error`` as (relative path, "." for the root; the error), unless it has just vanished.
+    files: list[FileInfo]
+    links: dict[str, str | None]
+
+
+OnError = Callable[[str, OSError], None]
+
+
+def walk_tree(root: Path, on_error: OnError | None = None) -> Tree:
+    """Every regular file under ``root`` once, under its canonical path, in read order (lexicographic), and the
+    symlinks met on the way.
+
+    Names starting with ``.`` are skipped. Symlinks are recorded, never walked through: every directory is walked
+    under its own name, so a symlink loop or a second name of a directory costs nothing, and a directory reached
+    through a link holds the same files (the same index entries) under every name. A directory that cannot be
+    listed, or an entry that cannot be stat'ed (say mode 000), is skipped and handed to ``on_error`` as (relative
+    path, "." for the root; the error), unless it has just vanished.
     """
     root_real = os.path.realpath(root)
     found: list[FileInfo] = []
-    seen_dirs: set[str] = set()
+    links: dict[str, str | None] = {}
 
-    def _report(rel: str, exc: OSError) -> None:
+    def report(rel: str, exc: OSError) -> None:
         # Gone meanwhile, or a symlink loop (a broken link, like a dangling one): nothing there to read.
         if on_error is not None and not isinstance(exc, FileNotFoundError | NotADirectoryError) \
                 and exc.errno != errno.ELOOP:
             on_error(rel, exc)
 
-    def visit(abs_dir: str, rel_dir: str) -> Iterator[FileInfo]:
-        real_dir = os.path.realpath(abs_dir)
-        if real_dir in seen_dirs or not inside(root_real, abs_dir):
-            return
-        seen_dirs.add(real_dir)
+    def visit(abs_dir: str, rel_dir: str) -> None:
         try:
             entries = sorted(os.scandir(abs_dir), key=lambda e: e.name)
         except OSError as exc:
-            _report(rel_dir or ".", exc)
+            report(rel_dir or ".", exc)
             return
         for entry in entries:
             if entry.name.startswith("."):
                 continue
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             try:
-                if entry.is_dir(follow_symlinks=True):
-                    yield from visit(entry.path, rel)
-                    continue
-                if not entry.is_file(follow_symlinks=True):
-                    continue
-                if entry.is_symlink() and not inside(root_real, entry.path):
-                    continue
-                st = entry.stat(follow_symlinks=True)
+                if entry.is_symlink():
+                    links[rel] = link_target(root_real, entry.path)
+                elif entry.is_dir(follow_symlinks=False):
+                    visit(entry.path, rel)
+                elif entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    found.append(FileInfo(rel, entry.path, st.st_mtime_ns, st.st_size, st.st_dev, st.st_ino, rel))
             except OSError as exc:
-                _report(rel, exc)
+                report(rel, exc)
                 continue
-            yield FileInfo(rel, entry.path, st.st_mtime_ns, st.st_size, st.st_dev, st.st_ino)
 
-    found.extend(visit(str(root), ""))
+    visit(str(root), "")
     found.sort(key=lambda f: f.path)
-    return found
+    return Tree(found, links)
+
+
+def walk(root: Path, on_error: OnError | None = None) -> list[FileInfo]:
+    """Every regular file under ``root`` once, under its canonical path, in read order (see :func:`walk_tree`)."""
+    return walk_tree(root, on_error).files

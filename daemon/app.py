@@ -1046,9 +1046,11 @@ class Daemon:
         async with self.lock:
             todo, _ = await asyncio.to_thread(select_targets, store, cfg, now, now.date())
             files = await asyncio.to_thread(store.file_entries)
+            links = await asyncio.to_thread(store.links)
         async with UrlChecker(cfg.verify) as urls, \
                 GitHubChecker(cfg.verify, cfg.github, load_token(cfg.github, self.environ)) as api:
-            summary = await verify(todo, checkers(cfg.state_root, files, now, cfg.github_repo, urls, api), self.clock)
+            by_type = checkers(cfg.state_root, files, links, now, cfg.github_repo, urls, api)
+            summary = await verify(todo, by_type, self.clock)
         async with self.lock:
             await asyncio.to_thread(lambda: _store_checks(store, summary.results))
         self.checks.update(summary.checked)

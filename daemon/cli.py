@@ -60,7 +60,7 @@ def load_records(args: argparse.Namespace, config: Config) -> Records:
     """Records from ``--state DIR`` (parsed afresh) or ``--db FILE`` (the store), plus ``--checks``."""
     if args.state is not None:
         scan = scan_state(Path(args.state), config)
-        records = Records(scan.events, scan.labels, scan.files, ())
+        records = Records(scan.events, scan.labels, scan.files, (), scan.links)
     else:
         from daemon.store import Store
 
@@ -70,7 +70,7 @@ def load_records(args: argparse.Namespace, config: Config) -> Records:
         checks, rejects = load_checks(Path(args.checks).read_bytes(), str(args.checks))
         for r in rejects:
             print(f"{r.path}:{r.line}: rejected check ({r.reason})", file=sys.stderr)
-        records = Records(records.events, records.labels, records.files, [*records.checks, *checks])
+        records = replace(records, checks=[*records.checks, *checks])
     return records
 
 
@@ -213,7 +213,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         async def run_checks() -> VerifySummary:
             token = load_token(config.github)
             async with UrlChecker(config.verify) as urls, GitHubChecker(config.verify, config.github, token) as api:
-                by_type = checkers(root, store.file_entries(), now, config.github_repo, urls, api)
+                by_type = checkers(root, store.file_entries(), store.links(), now, config.github_repo, urls, api)
                 return await verify(todo, by_type, clock)
 
         summary = asyncio.run(run_checks())

@@ -23,11 +23,12 @@ from typing import NamedTuple, TypeVar
 
 from collectors.evals import parse_eval
 from collectors.jsonl import parse_event, parse_label, strip_ending
+from collectors.links import LinkMap, named_entries, other_names
 from collectors.markdown import decode, front_matter_ts, parse_markdown
 from collectors.poll import Seen
 from collectors.records import Event, Label, Reject
 from collectors.safeopen import RefusedFile, open_for_reading, read_regular
-from collectors.statedir import Confinement, FileInfo, glob_match, inside, stat_file, walk
+from collectors.statedir import Confinement, FileInfo, glob_match, inside, link_target, stat_file, walk_tree
 from collectors.tail import Cursor, advance, complete_lines, find_rotated, matches, new_cursor
 from daemon.config import Config
 from daemon.rejectlog import RejectLog
@@ -37,6 +38,8 @@ from daemon.store import CitationRow, EventRow, IndexRow, Store, event_rows
 log = logging.getLogger("honestyd.ingest")
 
 BATCH_LINES = 5000
+#: The JSON Lines sources: tailed by cursor; an append to one is not a modification (spec 1.4, v2.3).
+LOGS = ("heartbeats", "labels")
 T = TypeVar("T")
 Clock = Callable[[], datetime]
 #: What was seen of a log (its generations, where it was renamed to) since the last call for that path and before
@@ -165,6 +168,10 @@ class Ingester:
         #: may have lost what was written since the last COMMIT), and each is read again at its next use.
         self._cursors: dict[str, Cursor | None] = {}
         self._rows: dict[str, IndexRow | None] = {}
+        #: The symlinks inside the root as stored (kept with each scan and each watcher event on a link).
+        self._links = LinkMap(store.links())
+        #: Canonical paths of the files read as logs under some name (a log symlinked in from elsewhere is one too).
+        self._logs: set[str] = set()
 
     def source_of(self, rel: str) -> str | None:
         """Which source a relative path belongs to (heartbeats, labels, briefs, findings, evals)."""
@@ -175,7 +182,11 @@ class Ingester:
         return None
 
     def _is_log(self, rel: str) -> bool:
-        return self.source_of(rel) in ("heartbeats", "labels")
+        return self.source_of(rel) in LOGS
+
+    def _globs(self) -> tuple[str, ...]:
+        g = self.config.globs
+        return (g.heartbeats, g.labels, g.briefs, g.findings, g.evals)
 
     # --- whole passes
 
@@ -189,7 +200,15 @@ class Ingester:
         self._stat_at = time.monotonic()
         complete = False
         try:
-            for info in walk(self.root, on_error=unreadable.failed):
+            tree = walk_tree(self.root, on_error=unreadable.failed)
+            links = LinkMap(tree.links)
+            if links != self._links:
+                with self.store.atomic():
+                    self.store.put_links(tree.links)
+                self._links = links
+            entries = named_entries(tree.files, links, self._globs())
+            self._logs = {e.canonical for e in entries if self.source_of(e.path) in LOGS}
+            for info in entries:
                 seen.add(info.path)
                 stats.merge(self.ingest_file(info, observed=observed))
             # Logs that vanished from their glob may have been rotated away: drain them. What a folder that cannot
@@ -205,9 +224,15 @@ class Ingester:
         return stats
 
     def ingest_path(self, rel: str, *, observed: bool = True) -> IngestStats:
-        """Bring one path up to date (a watcher event): it may be new, changed or gone."""
+        """Bring one path up to date (a watcher event): it may be new, changed or gone, or a symlink.
+
+        A file's other names that sources are read under (through symlinks) are brought up to date with it; names
+        that a symlink made meanwhile adds are read at the next scan.
+        """
         self._stat_at = time.monotonic()
         info = stat_file(self.root, rel, self._confinement)
+        if info is None or info.canonical != rel or rel in self._links.links:
+            self._refresh_link(rel)  # only for what may be or have been a symlink: no syscall for a plain file
         if info is None:
             stats = IngestStats()
             try:
@@ -216,13 +241,48 @@ class Ingester:
                 return stats  # in a folder that cannot be searched: not gone (the rescan reports the folder)
             except OSError:
                 pass
-            if self.source_of(rel) in ("heartbeats", "labels"):
+            if self.source_of(rel) in LOGS:
                 stats.merge(self._tail(rel, None))
             index = self._row(rel)
             if index is not None and index.deleted is None:
                 stats.merge(self._delete(rel))
-            return stats
-        return self.ingest_file(info, observed=observed)
+        else:
+            stats = self.ingest_file(info, observed=observed)
+        for name in self._other_source_names(rel):
+            stats.merge(self.ingest_path(name, observed=observed))
+        return stats
+
+    def _other_source_names(self, rel: str) -> list[str]:
+        """The names other than ``rel`` that a source glob matches and that name the canonical path ``rel``."""
+        links = self._links
+        if not links or links.resolve(rel) != rel:
+            return []
+        return other_names(links, rel, self._globs())
+
+    def _refresh_link(self, rel: str) -> None:
+        """Store what the symlink at ``rel`` now leads to, or that there is none there any more."""
+        root_real = os.path.realpath(self.root)
+        full = os.path.join(self.root, rel)
+        directory = (self._confinement or Confinement(self.root)).canonical_dir(os.path.dirname(full))
+        if directory is None or any(part.startswith(".") for part in rel.split("/")):
+            return  # not a location inside the root: never walked, never stored
+        name = rel.rpartition("/")[2]
+        location = f"{directory}/{name}" if directory else name
+        links = dict(self._links.links)
+        if os.path.islink(full):
+            target = link_target(root_real, full)
+            if location in links and links[location] == target:
+                return
+            links[location] = target
+            with self.store.atomic():
+                self.store.put_link(location, target)
+        else:
+            if location not in links:
+                return
+            del links[location]
+            with self.store.atomic():
+                self.store.remove_link(location)
+        self._links = LinkMap(links)
 
     def ingest_paths(self, paths: list[str], *, observed: bool = True) -> IngestStats:
         """Bring several paths up to date (a watcher's batch) in one transaction per ``BATCH_LINES`` lines.
@@ -277,13 +337,13 @@ class Ingester:
         self._cursors[cursor.path] = cursor
 
     def _row(self, rel: str) -> IndexRow | None:
-        if rel in self._cursors:
+        if rel in self._cursors or rel in self._logs:
             return _read_through(self._rows, rel, self.store.index_rows_get)
         return self.store.index_rows_get(rel)
 
     def _put_file(self, row: IndexRow) -> None:
         self.store.put_file(row)
-        if row.path in self._cursors:
+        if row.path in self._cursors or row.path in self._logs:
             self._rows[row.path] = row
 
     def _count(self, stats: IngestStats, source: str, n: int) -> None:
@@ -309,7 +369,8 @@ class Ingester:
         """Index one file and ingest it as its source says."""
         source = self.source_of(info.path)
         stats = IngestStats(files=1)
-        if source in ("heartbeats", "labels"):
+        if source in LOGS:
+            self._logs.add(info.canonical)
             self._cursor(info.path)  # first: _tail reads it anyway, and a log with a cursor has its index row kept
             self._index(info, None, observed)
             stats.merge(self._tail(info.path, info))
@@ -322,28 +383,41 @@ class Ingester:
     # --- the file index
 
     def _index(self, info: FileInfo, fm_created: datetime | None, observed: bool, sha: str | None = None) -> bool:
-        """Update the index entry of a file; True iff it is new or changed. Call inside atomic()."""
-        row = self._row(info.path)
+        """Update the index entry of a file, and the row of the name it was read under if that is another (a name
+        through a symlink); True iff the name's row is new or changed. Call inside atomic()."""
+        if info.path == info.canonical:
+            return self._index_row(info.path, None, info, fm_created, observed, sha)
+        changed = self._index_row(info.path, info.canonical, info, fm_created, observed, sha)
+        self._index_row(info.canonical, None, info, fm_created, observed, sha)
+        return changed
+
+    def _index_row(self, path: str, canonical: str | None, info: FileInfo, fm_created: datetime | None,
+                   observed: bool, sha: str | None) -> bool:
+        """Update the row of ``path``: an index entry (``canonical`` None), or a name of the file ``canonical``."""
+        row = self._row(path)
         seen_at = self.clock() if observed else info.mtime
-        changed = row is None or row.deleted is not None or (row.mtime_ns, row.size, row.sha) != (
-            info.mtime_ns, info.size, sha
+        changed = row is None or row.deleted is not None or (row.mtime_ns, row.size, row.sha, row.canonical) != (
+            info.mtime_ns, info.size, sha, canonical
         )
         if not changed:
             return False
+        # Only an entry of the index has modifications, and a log none (spec 1.4, v2.3: an append is no modification).
+        keeps_changes = canonical is None and path not in self._logs  # ingest_file notes a log before this
         if row is None or row.deleted is not None:
             created = fm_created or seen_at
             with self.store.atomic():
-                self._put_file(IndexRow(info.path, created, None, info.mtime_ns, info.size, sha,
-                                        fm_created is not None))
+                self._put_file(IndexRow(path, created, None, info.mtime_ns, info.size, sha, fm_created is not None,
+                                        canonical))
                 # Batch semantics (spec 1.4): an mtime that differs from created is a modification.
-                if not observed and info.mtime != created:
-                    self.store.add_file_change(info.path, info.mtime)
+                if keeps_changes and not observed and info.mtime != created:
+                    self.store.add_file_change(path, info.mtime)
             return True
         created = fm_created or row.created
         with self.store.atomic():
-            self._put_file(IndexRow(info.path, created, None, info.mtime_ns, info.size, sha,
-                                    fm_created is not None))
-            self.store.add_file_change(info.path, seen_at)
+            self._put_file(IndexRow(path, created, None, info.mtime_ns, info.size, sha, fm_created is not None,
+                                    canonical))
+            if keeps_changes:
+                self.store.add_file_change(path, seen_at)
         return True
 
     def _forget_missing(self, seen: set[str]) -> IngestStats:
@@ -351,6 +425,11 @@ class Ingester:
         for path, row in self.store.index_rows().items():
             if row.deleted is None and path not in seen and not self.unreadable.hides(path):
                 stats.merge(self._delete(path))
+                if row.canonical is None and self._links.resolve(path) != path:
+                    # Its directory is a symlink now: the path names another file, and is no entry of its own.
+                    with self.store.atomic():
+                        self.store.remove_file(path)
+                    self._rows.pop(path, None)
         return stats
 
     def _delete(self, path: str) -> IngestStats:
@@ -359,7 +438,7 @@ class Ingester:
             return IngestStats()
         with self.store.atomic():
             self._put_file(IndexRow(path, row.created, self.clock(), row.mtime_ns, row.size, row.sha,
-                                    row.front_matter))
+                                    row.front_matter, row.canonical))
             # Deleting a brief or finding removes its decision (spec 1.2); logs keep their records.
             self.store.remove_document(path)
             if self.source_of(path) == "evals":
@@ -385,7 +464,9 @@ class Ingester:
             text = decode(raw, info.path)
             fm_created = front_matter_ts(text) if isinstance(text, str) else None
         row = self._row(info.path)
-        if row is not None and row.deleted is None and row.sha == sha and row.mtime_ns == info.mtime_ns:
+        canonical = None if info.path == info.canonical else info.canonical
+        if row is not None and row.deleted is None and row.sha == sha and row.mtime_ns == info.mtime_ns and \
+                row.canonical == canonical:
             return stats
         with self.store.atomic():
             self._index(info, fm_created, observed, sha)
@@ -459,7 +540,7 @@ class Ingester:
         old = find_rotated(directory, cursor)
         # A file that is itself a JSON Lines source (e.g. a new log given the freed inode, which ext4 does at once)
         # is read under its own name; draining it here as well would ingest its lines twice.
-        if old is not None and self.source_of(os.path.relpath(old, root_real)) in ("heartbeats", "labels"):
+        if old is not None and self.source_of(os.path.relpath(old, root_real)) in LOGS:
             return None
         return old
 

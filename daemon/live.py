@@ -2,9 +2,9 @@
 
 The model is loaded once (on start, and after a reload changes the config), then fed what each ingest
 pass committed: events and labels by growing rowid, checks by growing seq, and, from the store's change
-feed (migration 005), the Markdown decisions removed and the file-index entries changed. Everything is
-read in one read transaction with the marks that say where the feed is up to, so a record is applied
-exactly once however the reads interleave with the writer.
+feed (migrations 005 and 009), the Markdown decisions removed, the file-index entries and the symlinks
+changed. Everything is read in one read transaction with the marks that say where the feed is up to, so
+a record is applied exactly once however the reads interleave with the writer.
 """
 
 from __future__ import annotations
@@ -94,6 +94,7 @@ class LiveFeed:
             self._heartbeat_top = store.heartbeat_top(marks[0])
             self.model.add_labels(label for rowid, label in store.labels_since(0) if rowid <= marks[1])
             self.model.add_checks(c for c in store.checks_since(0) if c.seq <= marks[2])
+            self.model.put_links(store.links())
             for path, entry in store.file_entries().items():
                 self.model.put_file(path, entry)
             self.marks = marks
@@ -127,6 +128,9 @@ class LiveFeed:
             self.model.add_labels(new_labels)
             new_checks = [c for c in store.checks_since(checks) if c.seq <= new[2]]
             self.model.add_checks(new_checks)
+            relinked = any(what == "links" for _, what, _, _ in feed)
+            if relinked:  # rare (a symlink made, re-pointed or removed): the map is small, read whole
+                self.model.put_links(store.links())
             for path in sorted(files | set(modified)):
                 times = (from_us(us) for us in modified.get(path, ()))
                 known = self.model.file_state(path)
@@ -136,7 +140,7 @@ class LiveFeed:
                     self.model.add_file_times(path, times, known[1])
                     continue
                 row = store.index_rows_get(path)
-                if row is None:
+                if row is None or row.canonical is not None:  # a name through a symlink is no entry of the index
                     self.model.put_file(path, None)
                 elif known is None or known[0] != row.created:
                     self.model.put_file(path, store.file_entry(path))  # new to the model, or re-created: read whole
@@ -144,7 +148,7 @@ class LiveFeed:
                     self.model.add_file_times(path, times, row.deleted)
             self.marks = new
             self.applied = len(heartbeats) + len(documents) + len(new_labels) + len(new_checks) + len(files) + len(
-                modified)
+                modified) + relinked
             return self.applied
 
     def evaluate(self, at: datetime) -> dict[str, WindowResult]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -78,7 +78,12 @@ class Gate:
 
 @dataclass(frozen=True)
 class IndexRow:
-    """The stored file-index state of one path (what the next scan compares against)."""
+    """The stored file-index state of one path (what the next scan compares against).
+
+    ``canonical`` is None for an entry of the file index (a file under its canonical path); else the row is a name
+    through a symlink that a source is read under, and ``canonical`` the file it names: the row records what was
+    read (its hash, its deletion), and is no entry of the index (migration 009).
+    """
 
     path: str
     created: datetime
@@ -87,6 +92,7 @@ class IndexRow:
     size: int
     sha: str | None
     front_matter: bool
+    canonical: str | None = None
 
 
 Migration = Callable[[sqlite3.Connection], None]
@@ -236,6 +242,38 @@ def _m008_store_id(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO store_meta (key, value) VALUES ('store_id', lower(hex(randomblob(16))))")
 
 
+def _m009_symlinks(conn: sqlite3.Connection) -> None:
+    # Spec v2.3: a path through a symlink names its target. The index holds each file once, under its canonical
+    # path; a source read under another name keeps a row of its own marked with the file it names (files.canonical);
+    # the symlinks inside the root are stored, so `score --db` and the daemon resolve paths without the state dir.
+    conn.execute("ALTER TABLE files ADD COLUMN canonical TEXT")
+    conn.execute("CREATE TABLE links (path TEXT PRIMARY KEY, target TEXT)")
+    # The model must hear of a row turning from an index entry into a name, or back (see migration 007).
+    conn.execute("DROP TRIGGER IF EXISTS files_updated")
+    conn.execute(
+        "CREATE TRIGGER files_updated AFTER UPDATE ON files"
+        " WHEN old.created_us IS NOT new.created_us OR old.deleted_us IS NOT new.deleted_us"
+        " OR old.canonical IS NOT new.canonical BEGIN"
+        " INSERT INTO changes (what, path, rid) VALUES ('files', new.path, NULL); END"
+    )
+    for name, when, path in (
+        ("links_added", "AFTER INSERT ON links", "new.path"),
+        ("links_updated", "AFTER UPDATE ON links WHEN old.target IS NOT new.target", "new.path"),
+        ("links_removed", "AFTER DELETE ON links", "old.path"),
+    ):
+        conn.execute(
+            f"CREATE TRIGGER {name} {when} BEGIN INSERT INTO changes (what, path, rid) VALUES ('links', {path}, NULL);"
+            " END"
+        )
+
+
+def _m010_logs_keep_no_modifications(conn: sqlite3.Connection) -> None:
+    # Spec v2.3 (1.4): an append to a JSON Lines source is not a modification; a log keeps only created and deleted.
+    # Every log tailed has a cursor (the globs are config, unknown here; the cursors are what was read as a log), and
+    # up to now each of its ingest passes added a row here.
+    conn.execute("DELETE FROM file_changes WHERE path IN (SELECT path FROM cursors)")
+
+
 #: Named migrations, applied in order and recorded in the ``migrations`` table.
 MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("001_initial", _m001_initial),
@@ -246,6 +284,8 @@ MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("006_drop_unused_indexes", _m006_drop_unused_indexes),
     ("007_feed_file_changes_only", _m007_feed_file_changes_only),
     ("008_store_id", _m008_store_id),
+    ("009_symlinks", _m009_symlinks),
+    ("010_logs_keep_no_modifications", _m010_logs_keep_no_modifications),
 )
 
 _EVENT_COLUMNS = (
@@ -280,6 +320,17 @@ def event_rows(events: Iterable[Event]) -> tuple[list[EventRow], list[CitationRo
     return rows, cites
 
 
+_FILE_COLUMNS = "path, created_us, deleted_us, mtime_ns, size, sha, front_matter, canonical"
+#: The same for a store opened read-only before migration 009 (a daemon of the last version wrote it): no names.
+_FILE_COLUMNS_BEFORE_009 = _FILE_COLUMNS.replace("canonical", "NULL")
+
+
+def _index_row(r: tuple[Any, ...]) -> IndexRow:
+    """An IndexRow from a row of :data:`_FILE_COLUMNS`."""
+    return IndexRow(r[0], from_us(r[1]), from_us(r[2]) if r[2] is not None else None, r[3], r[4], r[5], bool(r[6]),
+                    r[7])
+
+
 def _json_list(items: tuple[str, ...]) -> str:
     return json.dumps(items) if items else "[]"
 
@@ -305,6 +356,7 @@ class Store:
         #: True while the open transaction is all or nothing by its owner's rule (an ingest group, which any error
         #: rolls back whole): atomic() blocks inside it need no savepoints, which cost two statements each.
         self.grouped = False
+        self._pre_009: bool | None = None
 
     @classmethod
     def open(cls, path: Path | str, *, readonly: bool = False, gate: Gate | None = None) -> Store:
@@ -488,13 +540,38 @@ class Store:
     def put_file(self, row: IndexRow) -> None:
         """Insert or update a file-index entry (an update in place: see migration 007)."""
         self.conn.execute(
-            "INSERT INTO files (path, created_us, deleted_us, mtime_ns, size, sha, front_matter)"
-            " VALUES (?,?,?,?,?,?,?) ON CONFLICT (path) DO UPDATE SET created_us = excluded.created_us,"
+            "INSERT INTO files (path, created_us, deleted_us, mtime_ns, size, sha, front_matter, canonical)"
+            " VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (path) DO UPDATE SET created_us = excluded.created_us,"
             " deleted_us = excluded.deleted_us, mtime_ns = excluded.mtime_ns, size = excluded.size,"
-            " sha = excluded.sha, front_matter = excluded.front_matter",
+            " sha = excluded.sha, front_matter = excluded.front_matter, canonical = excluded.canonical",
             (row.path, to_us(row.created), to_us(row.deleted) if row.deleted else None, row.mtime_ns, row.size,
-             row.sha, int(row.front_matter)),
+             row.sha, int(row.front_matter), row.canonical),
         )
+
+    def remove_file(self, path: str) -> None:
+        """Forget a path's row and its modifications (a name that now goes through a symlink: no file of the index).
+        """
+        self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
+        self.conn.execute("DELETE FROM file_changes WHERE path = ?", (path,))
+
+    def put_links(self, links: Mapping[str, str | None]) -> None:
+        """Make the stored symlinks ``links`` (location → target, None: leads out of the root or nowhere)."""
+        stored = self.links()
+        gone = [(p,) for p in stored if p not in links]
+        if gone:
+            self.conn.executemany("DELETE FROM links WHERE path = ?", gone)
+        for path, target in links.items():
+            if path not in stored or stored[path] != target:
+                self.put_link(path, target)
+
+    def put_link(self, path: str, target: str | None) -> None:
+        """Store one symlink (in place: the change feed hears of a new target only)."""
+        self.conn.execute("INSERT INTO links (path, target) VALUES (?, ?)"
+                          " ON CONFLICT (path) DO UPDATE SET target = excluded.target", (path, target))
+
+    def remove_link(self, path: str) -> None:
+        """Forget one symlink (it is gone, or no longer a symlink)."""
+        self.conn.execute("DELETE FROM links WHERE path = ?", (path,))
 
     def add_file_change(self, path: str, at: datetime) -> None:
         """Record that a file was seen modified at ``at``."""
@@ -544,24 +621,29 @@ class Store:
         ]
 
     def index_rows(self) -> dict[str, IndexRow]:
-        """The whole stored file index."""
-        return {
-            r[0]: IndexRow(r[0], from_us(r[1]), from_us(r[2]) if r[2] is not None else None, r[3], r[4], r[5],
-                           bool(r[6]))
-            for r in self.conn.execute(
-                "SELECT path, created_us, deleted_us, mtime_ns, size, sha, front_matter FROM files"
-            )
-        }
+        """Every stored row: the file index, and the names sources are read under through a symlink."""
+        return {r[0]: _index_row(r) for r in self.conn.execute(f"SELECT {self._file_columns()} FROM files")}
 
     def index_rows_get(self, path: str) -> IndexRow | None:
         """The stored file-index state of one path."""
-        r = self.conn.execute(
-            "SELECT path, created_us, deleted_us, mtime_ns, size, sha, front_matter FROM files WHERE path = ?",
-            (path,),
-        ).fetchone()
-        if r is None:
-            return None
-        return IndexRow(r[0], from_us(r[1]), from_us(r[2]) if r[2] is not None else None, r[3], r[4], r[5], bool(r[6]))
+        r = self.conn.execute(f"SELECT {self._file_columns()} FROM files WHERE path = ?", (path,)).fetchone()
+        return None if r is None else _index_row(r)
+
+    def links(self) -> dict[str, str | None]:
+        """The symlinks inside the root as the last pass saw them (collectors/links.py)."""
+        if self._before_009():
+            return {}
+        return {r[0]: r[1] for r in self.conn.execute("SELECT path, target FROM links ORDER BY path")}
+
+    def _before_009(self) -> bool:
+        """True for a store opened read-only that an older honestyd wrote (only a writable open migrates): it is read
+        as that version read it, with no symlinks recorded, rather than refused."""
+        if self._pre_009 is None:
+            self._pre_009 = "009_symlinks" not in self.migrations()
+        return self._pre_009
+
+    def _file_columns(self) -> str:
+        return _FILE_COLUMNS_BEFORE_009 if self._before_009() else _FILE_COLUMNS
 
     def document_shas(self) -> dict[str, str | None]:
         """Content hashes of the indexed files (to skip re-parsing unchanged Markdown)."""
@@ -572,13 +654,13 @@ class Store:
         return {r[0]: r[1] for r in self.conn.execute("SELECT path, sha FROM evals")}
 
     def file_entries(self) -> dict[str, FileEntry]:
-        """The file index as scorer records (created, modifications, deletion)."""
+        """The file index as scorer records (created, modifications, deletion), by canonical path."""
         changes: dict[str, list[datetime]] = {}
         for path, at in self.conn.execute("SELECT path, at_us FROM file_changes ORDER BY path, at_us"):
             changes.setdefault(path, []).append(from_us(at))
         return {
             row.path: FileEntry(row.path, row.created, tuple(changes.get(row.path, ())), row.deleted)
-            for row in self.index_rows().values()
+            for row in self.index_rows().values() if row.canonical is None
         }
 
     def events(self, *, decisions_only: Sequence[str] | None = None) -> list[Event]:
@@ -700,9 +782,9 @@ class Store:
         ]
 
     def file_entry(self, path: str) -> FileEntry | None:
-        """One path's file-index entry as scorer record, or None."""
+        """One path's file-index entry as scorer record, or None (a name through a symlink has none)."""
         row = self.index_rows_get(path)
-        if row is None:
+        if row is None or row.canonical is not None:
             return None
         changes = tuple(from_us(r[0]) for r in self.conn.execute(
             "SELECT at_us FROM file_changes WHERE path = ? ORDER BY at_us", (path,)))
@@ -744,7 +826,7 @@ class Store:
 
     def load_records(self) -> Records:
         """Everything the scorers need."""
-        return Records(self.events(), self.labels(), self.file_entries(), self.checks())
+        return Records(self.events(), self.labels(), self.file_entries(), self.checks(), self.links())
 
     def rejects(self) -> list[dict[str, Any]]:
         """Every refused line or file, in read order."""

@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import Any, Protocol
 
 from collectors.citations import PATH, Citation, normalise_path, path_never_exists
+from collectors.links import LinkMap, Links
 from collectors.records import CheckResult, Event, FileEntry, Label, Order
 from collectors.statedir import glob_regex
 from daemon.config import Config
@@ -24,12 +25,14 @@ from daemon.config import Config
 
 @dataclass(frozen=True)
 class Records:
-    """Everything the scorers read: events and Markdown decisions, labels, the file index, checks."""
+    """Everything the scorers read: events and Markdown decisions, labels, the file index (keyed by canonical path)
+    and the symlinks inside the root (see collectors/links.py), checks."""
 
     events: Sequence[Event]
     labels: Sequence[Label] = ()
     files: Mapping[str, FileEntry] = field(default_factory=dict)
     checks: Sequence[CheckResult] = ()
+    links: Links = field(default_factory=dict)
 
 
 def prompt_key(prompt: str | None) -> str | None:
@@ -134,6 +137,7 @@ class Context:
             self.by_agent[d.agent].append(d)
         self._agent_times = {a: [d.ts for d in ds] for a, ds in self.by_agent.items()}
         self.files = {p: v for p, v in ((p, _as_of(f, at)) for p, f in records.files.items()) if v is not None}
+        self.links = LinkMap(records.links)
         self.checks = self._latest_checks(records.checks)
         self.labels = self._current_labels(records.labels)
         #: Outcomes that do not depend on the window width, shared by every window of this evaluation.
@@ -183,22 +187,29 @@ class Context:
         return i < len(self.state_change_times) and self.state_change_times[i] <= until
 
     def exists(self, path: str, t: datetime) -> bool:
-        """``exists(p, t)`` of spec 1.4 over the index as known at T; ``..`` and ``/`` never exist."""
+        """``exists(p, t)`` of spec 1.4 over the index as known at T; ``..`` and ``/`` never exist, nor does a path
+        through a symlink that leaves the root (the others name their target's entry: spec 1)."""
         if path_never_exists(path):
             return False
-        entry = self.files.get(path)
+        entry = self._entry(path)
         return entry is not None and entry.exists(t)
 
     def changed_in(self, path: str, a: datetime, b: datetime) -> bool:
-        """True iff ``path`` was created, modified or deleted in ``(a, b]``."""
-        entry = self.files.get(path)
+        """True iff the file ``path`` names was created, modified or deleted in ``(a, b]``."""
+        entry = self._entry(path)
         return entry is not None and entry.changed_in(a, b)
 
+    def _entry(self, path: str) -> FileEntry | None:
+        canonical = self.links.resolve(path)
+        return None if canonical is None else self.files.get(canonical)
+
     def created_matching(self, glob: str, a: datetime, b: datetime, exclude: str | None) -> list[str]:
-        """Indexed files matching ``glob`` created in ``(a, b]``, other than ``exclude``."""
-        rx = glob_regex(glob)
+        """Indexed files that ``glob`` matches under some name, created in ``(a, b]``, other than the file
+        ``exclude`` names; their canonical paths."""
+        own = None if exclude is None else self.links.resolve(exclude)
+        links = self.links
         return sorted(
-            p for p, f in self.files.items() if p != exclude and a < f.created <= b and rx.fullmatch(p)
+            p for p, f in self.files.items() if p != own and a < f.created <= b and links.matches(glob, p)
         )
 
     @cached_property

@@ -16,7 +16,8 @@ What can change a cached outcome, and what the model does about it:
   thread whose reply window it falls in, and the next decision with the same prompt; a
   state-change event at ``t`` re-evaluates decisions with a prompt at or after ``t``; a label its
   decision; a check the decisions citing its target; a file-index change the decisions naming the
-  path, their successors, and the signal-claiming gaps it could answer.
+  path (under any name: decisions are filed by the canonical path theirs resolve to), their
+  successors, and the signal-claiming gaps it could answer; a change of the symlinks all of those.
 * **Time passing**: each outcome carries the instant it stops being valid (a pending deadline, a
   check ageing out); the model re-evaluates it then. Records only enter the indexes once ``ts ≤ T``,
   so every other outcome is final. A clock that steps back rebuilds the model.
@@ -51,9 +52,9 @@ from typing import Any, NamedTuple
 
 from collectors import phrases
 from collectors.citations import path_never_exists
+from collectors.links import NO_LINKS, LinkMap, Links
 from collectors.records import CheckResult, Event, FileEntry, Label, Order
 from collectors.rfc3339 import from_us, from_us_many, to_us
-from collectors.statedir import glob_regex
 from daemon.config import COMPONENTS, Config
 from scorers import consistency_under_repeat, gap_surfacing_rate, refusal_correctness, self_correction_rate
 from scorers.context import paths_of, prompt_key, sort_key, supersedes_check, supersedes_label
@@ -445,6 +446,8 @@ class LiveModel:
         self._all_checks: list[CheckResult] = []
         self._hidden_checks: list[tuple[datetime, int, CheckResult]] = []
         self._files: dict[str, _File] = {}
+        #: The symlinks inside the root: the index is by canonical path, and a cited path names its target's entry.
+        self._links: LinkMap = NO_LINKS
         self._created: list[tuple[datetime, str]] = []
         self._file_times: list[tuple[datetime, str]] = []
         # Indexes over visible winners.
@@ -461,7 +464,7 @@ class LiveModel:
         self._all_dirty = False
         self._expiry: list[tuple[datetime, int, Event]] = []
         self._results: dict[tuple[str, str], tuple[tuple[int, int, int, int], AgentResult]] = {}
-        self._signal_globs = [glob_regex(s.glob) for s in config.signals]
+        self._signal_globs = [s.glob for s in config.signals]
         self._max_within = max((s.within for s in config.signals), default=_NO_WIDTH)
         self._bulk = False
         #: Decisions the last :meth:`evaluate` re-ran the rules for, and (agent, window) sums it recomputed
@@ -645,6 +648,33 @@ class LiveModel:
         if not self._fresh and not self._bulk:
             self._touch_path(path, {e.created for e in (old, f) if e is not None})
 
+    def put_links(self, links: Links) -> None:
+        """The symlinks inside the root as the store now holds them. A change re-files every decision naming a path
+        under the file it now names and re-evaluates it, its successor and every signal claim (rare: a link made,
+        re-pointed or removed)."""
+        new = LinkMap(links)
+        if new == self._links:
+            return
+        named = {id(e): e for bucket in self._by_path.values() for e in bucket.values()}
+        self._links = new
+        self._by_path = defaultdict(dict)
+        for e in named.values():
+            for p in paths_of(e):
+                self._by_path[self._path_key(p)][id(e)] = e
+        if self._fresh or self._bulk:
+            return
+        for e in named.values():
+            self._touch(e)
+            nxt = self._next_same_prompt(e)
+            if nxt is not None:
+                self._touch(nxt)
+        for d in self._signal_claims.values():
+            self._touch(d)
+
+    def _path_key(self, path: str) -> str:
+        """Where a decision naming ``path`` is filed: the canonical path it names (itself if it leaves the root)."""
+        return self._links.resolve(path) or path
+
     def file_state(self, path: str) -> tuple[datetime, datetime | None] | None:
         """(created, deleted) of the model's entry for ``path`` (None: no entry)."""
         f = self._files.get(path)
@@ -733,13 +763,18 @@ class LiveModel:
         return i < len(self._state_times) and self._state_times[i] <= until
 
     def _entry(self, path: str) -> _File | None:
-        entry = self._files.get(path)
+        """The entry of the file ``path`` names (through the symlinks), as known at T."""
+        canonical = self._links.resolve(path)
+        entry = None if canonical is None else self._files.get(canonical)
         return entry if entry is not None and entry.created <= self.at else None
 
     def exists(self, path: str, t: datetime) -> bool:
-        """``exists(p, t)`` over the index as known at T; ``..`` and ``/`` never exist."""
+        """``exists(p, t)`` over the index as known at T; ``..`` and ``/`` never exist, nor a path through a symlink
+        that leaves the root."""
+        if path_never_exists(path):
+            return False
         entry = self._entry(path)
-        if entry is None or path_never_exists(path) or entry.created > t:
+        if entry is None or entry.created > t:
             return False
         # A deletion after T is not known yet (spec, Time).
         return entry.deleted is None or entry.deleted > self.at or entry.deleted > t
@@ -757,11 +792,13 @@ class LiveModel:
         return i < len(modified) and modified[i] <= to_us(b)
 
     def created_matching(self, glob: str, a: datetime, b: datetime, exclude: str | None) -> list[str]:
-        """Indexed files matching ``glob`` created in ``(a, b]`` (and ≤ T), other than ``exclude``, sorted."""
-        rx = glob_regex(glob)
+        """Indexed files that ``glob`` matches under some name, created in ``(a, b]`` (and ≤ T), other than the file
+        ``exclude`` names; their canonical paths, sorted."""
+        links = self._links
+        own = None if exclude is None else links.resolve(exclude)
         lo = bisect.bisect_right(self._created, a, key=_first)
         hi = bisect.bisect_right(self._created, min(b, self.at), key=_first)
-        return sorted(p for _, p in self._created[lo:hi] if p != exclude and rx.fullmatch(p))
+        return sorted(p for _, p in self._created[lo:hi] if p != own and links.matches(glob, p))
 
     def previous_same_prompt(self, d: Event) -> Event | None:
         """The latest earlier decision of the same agent with the same prompt key."""
@@ -1038,14 +1075,15 @@ class LiveModel:
     def _index_paths(self, e: Event, *, add: bool) -> None:
         paths = paths_of(e)
         for p in paths:
+            key = self._path_key(p)
             if add:
-                self._by_path[p][id(e)] = e
+                self._by_path[key][id(e)] = e
             else:
-                bucket = self._by_path.get(p)
+                bucket = self._by_path.get(key)
                 if bucket is not None:
                     bucket.pop(id(e), None)
                     if not bucket:
-                        del self._by_path[p]
+                        del self._by_path[key]
         if not paths and phrases.first_match(e.text, self.config.phrases.gap) is not None:
             if add:
                 self._signal_claims[id(e)] = e
@@ -1096,7 +1134,7 @@ class LiveModel:
             nxt = self._next_same_prompt(d)
             if nxt is not None:
                 self._touch(nxt)
-        if not any(rx.fullmatch(path) for rx in self._signal_globs):
+        if not any(self._links.matches(glob, path) for glob in self._signal_globs):
             return
         for d in self._signal_claims.values():
             if any(c <= d.ts < c + self._max_within for c in created):
@@ -1185,9 +1223,9 @@ class LiveModel:
         labels = [lb for lbs in self._labels.values() for lb in lbs] + [h[2] for h in self._hidden_labels]
         files = dict(self._files)
         checks = self._all_checks
-        evicted, evicted_to = self._evicted, self.evicted_to
+        evicted, evicted_to, links = self._evicted, self.evicted_to, self._links
         self.__init__(self.config, evict=self.evicts)  # type: ignore[misc]
-        self._evicted, self.evicted_to = evicted, evicted_to
+        self._evicted, self.evicted_to, self._links = evicted, evicted_to, links
         self._fresh = False
         self.at = at
         self._bulk = True

@@ -6,6 +6,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from collectors.citations import PATH, path_never_exists
+from collectors.links import LinkMap
 from collectors.records import CheckResult, Event
 from scorers.context import Records, RuleContext
 from scorers.outcome import Outcome, not_applicable
@@ -40,8 +41,11 @@ def with_path_checks(records: Records, at: datetime) -> Records:
     """
     targets = sorted({c.target for e in records.events if e.ts <= at for c in e.citations if c.type == PATH})
     checks = [c for c in records.checks if c.type != PATH]
+    links = LinkMap(records.links)
     for target in targets:
-        entry = records.files.get(target)
-        ok = not path_never_exists(target) and entry is not None and entry.exists(at)
+        # A target stays lexical (checks are stored by it); its file is the one it names through the symlinks.
+        canonical = None if path_never_exists(target) else links.resolve(target)
+        entry = None if canonical is None else records.files.get(canonical)
+        ok = entry is not None and entry.exists(at)
         checks.append(CheckResult(target, PATH, at, ok, seq=len(checks)))
     return replace(records, checks=checks)

@@ -44,8 +44,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from collectors.batch import scan_state
 from collectors.jsonl import MAX_LINE_BYTES
+from collectors.links import LinkMap
 from collectors.records import Event, FileEntry
-from collectors.statedir import walk
+from collectors.statedir import walk, walk_tree
 from daemon.changelog import INTRO, append_entries, digest_entry, drop_entries
 from daemon.config import Config
 from daemon.ingest import Ingester
@@ -410,7 +411,7 @@ def test_cited_paths_that_escape_never_exist_and_are_never_opened(tmp_path: Path
     files = {p: FileEntry(p, AT - timedelta(days=1)) for p in ("heartbeats/ok.jsonl", normalise_path(target))}
     with recording() as opened:
         (cited,) = [c for c in extract("", (target,), "") if c.type == "path"]
-        outcome = check_path(root, cited.target, files, AT)
+        outcome = check_path(root, cited.target, files, LinkMap(walk_tree(root).links), AT)
     assert cited.target == normalise_path(target)
     assert outcome.ok is False, outcome
     _assert_inside(opened, root)

@@ -1,7 +1,8 @@
 """The daemon's incremental model (scorers/live.py) agrees with the pure evaluation, field by field.
 
 Random record sets arrive in random chunks (events in any read order, duplicate ids, Markdown decisions
-edited and deleted, labels, checks, file-index changes, records dated after T) while T moves forward
+edited and deleted, labels, checks, file-index changes, symlinks made, re-pointed and removed with paths
+cited through them, records dated after T) while T moves forward
 and sometimes back; after every evaluation each window's ``score --json`` object and each agent's audit
 rows must equal what :func:`scorers.score.evaluate` computes from scratch over the same records.
 
@@ -28,7 +29,7 @@ from daemon import modelcache
 from daemon.config import Config, GitHub, Phrases
 from daemon.live import LiveFeed
 from scorers import live
-from scorers.context import Context, Records, sort_key
+from scorers.context import Context, Records, paths_of, sort_key
 from scorers.live import HistoryEvicted, LiveModel, Vocabulary, reduce_text
 from scorers.score import RULES, evaluate_window, to_json
 from tests.helpers import T0, ev
@@ -50,9 +51,16 @@ TEXTS = [
     "No recent findings.", "See Issue #4", "see [source:docs/a.md]", "see [source:docs/ghost.md]",
     "https://x.org/ok", "https://x.org/dead", "run #1234567", "The report hasn't been generated yet.",
     "no data: see [source:findings/f1.md]", "Refused due to the freeze. Alternatively ask ops; Issue #9",
+    "see [source:latest/a.md]", "No data yet: see [source:old/f2.md]", "see [source:ext/a.md]",
+    "see [source:loop/latest/a.md]",
 ]
 KINDS = ["dm", "refusal", "ack", "finding", "commit", "resolution", "tool_call", "push", "note"]
-PATHS = ["docs/a.md", "docs/ghost.md", "findings/f1.md", "findings/f2.md", "findings/f3.md"]
+PATHS = ["docs/a.md", "docs/ghost.md", "findings/f1.md", "findings/f2.md", "findings/f3.md", "notes/n1.md"]
+#: Paths through the symlinks below, cited and named as subjects (the index holds canonical paths only).
+NAMES = ["latest/a.md", "old/f2.md", "ext/a.md", "findings/link.md", "loop/docs/a.md"]
+#: The symlinks a program may set (location → target, None: out of the root): a directory link, one to a source
+#: directory, one out, one to the root, and a file link that puts notes/n1.md under the signal glob findings/*.md.
+LINKS = {"latest": "docs", "old": "findings", "ext": None, "loop": "", "findings/link.md": "notes/n1.md"}
 TARGETS = [("https://x.org/ok", "url"), ("https://x.org/dead", "url"), ("run:1234567", "run"),
            ("docs/a.md", "path"), ("#9", "issue"), ("docs/ghost.md", "path")]
 #: Times cluster around instants a few minutes apart, so follow-ups, replies, repeats and state changes fall
@@ -79,7 +87,7 @@ class _Lines:
 
 
 @st.composite
-def heartbeat(draw: st.DrawFn, lines: _Lines, tied: int = 2) -> Event:
+def heartbeat(draw: st.DrawFn, lines: _Lines, tied: int = 2, texts: list[str] = TEXTS) -> Event:
     agent = draw(st.sampled_from(["ada", "bo"]))
     # One record in ``tied + 1`` is a month or a week old and carries an id of its time's anchor: every record of such
     # an id is about as old, so the id is let go whole once the windows pass it, and the next record carrying it is
@@ -92,9 +100,9 @@ def heartbeat(draw: st.DrawFn, lines: _Lines, tied: int = 2) -> Event:
         rid = draw(st.sampled_from(IDS))
     return ev(
         rid, _at(anchor + draw(st.integers(-6, 6))), agent=agent, kind=draw(st.sampled_from(KINDS)),
-        thread=draw(st.sampled_from([None, "t1", "t2"])), text=draw(st.sampled_from(TEXTS)),
+        thread=draw(st.sampled_from([None, "t1", "t2"])), text=draw(st.sampled_from(texts)),
         prompt=draw(st.sampled_from([None, "where?", "WHERE? ", "why"])),
-        subject=tuple(draw(st.lists(st.sampled_from(PATHS), max_size=1))),
+        subject=tuple(draw(st.lists(st.sampled_from([*PATHS, *NAMES]), max_size=1))),
         corrects=draw(st.sampled_from([None, *IDS[:4]])),
         reason=draw(st.sampled_from([None, "freeze"])),
         path=draw(st.sampled_from(["heartbeats/ada.jsonl", "heartbeats/bo.jsonl"])), line=lines.next(),
@@ -108,38 +116,53 @@ def document(draw: st.DrawFn, path: str) -> list[Event]:
     kind = "finding" if path.startswith("findings/") else "brief"
     return [ev(draw(st.sampled_from(IDS)), _at(draw(minutes)), agent=draw(st.sampled_from(["ada", "bo"])), kind=kind,
                text=draw(st.sampled_from(TEXTS)), path=path, markdown=True,
-               subject=tuple(draw(st.lists(st.sampled_from(PATHS), max_size=1))))]
+               subject=tuple(draw(st.lists(st.sampled_from([*PATHS, *NAMES]), max_size=1))))]
 
 
 @st.composite
-def file_entry(draw: st.DrawFn) -> FileEntry | None:
-    if draw(st.integers(0, 4)) == 0:
+def file_entry(draw: st.DrawFn, lasting: bool = False) -> FileEntry | None:
+    """An entry, or None (no entry); ``lasting``: always one, made before most decisions, and seldom deleted."""
+    if not lasting and draw(st.integers(0, 4)) == 0:
         return None
-    created = draw(minutes)
+    created = draw(st.integers(-DAY_M * 3, -DAY_M)) if lasting else draw(minutes)
     modified = sorted(draw(st.lists(st.integers(created, created + 60 * 24 * 3), max_size=2)))
-    deleted = draw(st.one_of(st.none(), st.integers(created, created + 60 * 24 * 5)))
+    gone = st.integers(-10, 10) if lasting and draw(st.integers(0, 3)) == 0 else st.none()
+    deleted = draw(gone) if lasting else draw(st.one_of(st.none(), st.integers(created, created + 60 * 24 * 5)))
     return FileEntry("", _at(created), tuple(_at(m) for m in modified), None if deleted is None else _at(deleted))
 
 
 #: Operations of the programs (drawn uniformly: listed twice, twice as often); the eviction programs evaluate
 #: more often and move the clock by weeks, so records are let go between arrivals and recalled by them.
-OPS = ["events", "events", "labels", "checks", "file", "times", "doc", "eval", "eval", "restart", "config"]
+OPS = ["events", "events", "labels", "checks", "file", "times", "doc", "eval", "eval", "restart", "config", "links"]
+#: The symlink programs: files, links and paths cited through them change often between evaluations.
+LINK_OPS = ["events", "events", "file", "file", "links", "links", "eval", "eval", "times", "doc", "restart"]
+LINK_TEXTS = ["see [source:latest/a.md]", "No data yet: see [source:old/f2.md]", "see [source:ext/a.md]",
+              "see [source:loop/latest/a.md]", "No recent findings.", "see [source:docs/a.md]", "All good."]
+LINK_FILES = ["docs/a.md", "findings/f2.md", "notes/n1.md"]
+LINK_STEPS = [0, 1, 2, 4, 6, 30, 61, -3]
 EVICTION_OPS = ["events", "events", "events", "labels", "doc", "eval", "eval", "eval", "restart", "checks", "times"]
 EVICTION_STEPS = [0, 5, 60 * 24 * 6, 60 * 24 * 12, 60 * 24 * 26, 60 * 24 * 31, -3, -60 * 24 * 2]
 
 
 @st.composite
-def steps(draw: st.DrawFn, ops: list[str] = OPS, clock_steps: list[int] = STEPS, tied: int = 2
-          ) -> list[tuple[Any, ...]]:
+def steps(draw: st.DrawFn, ops: list[str] = OPS, clock_steps: list[int] = STEPS, tied: int = 2,
+          texts: list[str] = TEXTS, files: list[str] = PATHS, lasting: bool = False) -> list[tuple[Any, ...]]:
     lines = _Lines()
     seq = iter(range(1, 10**6))
     out: list[tuple[Any, ...]] = []
     now = draw(minutes)
     indexed: list[str] = []  # paths given an entry so far: "times" adds to one (the feed's case)
+    links: dict[str, str | None] = {}
+    if lasting:  # the symlink programs: the files, decisions citing paths through links, and links, from the start
+        indexed = list(files)
+        out += [("file", p, FileEntry(p, _at(-DAY_M * 3))) for p in files]
+        out.append(("events", draw(st.lists(heartbeat(lines, tied, texts), min_size=4, max_size=12))))
+        links = {k: v for k, v in LINKS.items() if draw(st.booleans())}
+        out += [("links", links), ("eval", now)]
     for _ in range(draw(st.integers(1, 14))):
         op = draw(st.sampled_from(ops))
         if op == "events":
-            out.append(("events", draw(st.lists(heartbeat(lines, tied), min_size=1, max_size=12))))
+            out.append(("events", draw(st.lists(heartbeat(lines, tied, texts), min_size=1, max_size=12))))
         elif op == "labels":
             out.append(("labels", [
                 Label(_at(draw(minutes)), draw(st.sampled_from([*IDS, *(f"at{a}" for a in ANCHORS[:3])])),
@@ -155,8 +178,8 @@ def steps(draw: st.DrawFn, ops: list[str] = OPS, clock_steps: list[int] = STEPS,
                 for _ in range(draw(st.integers(1, 3)))
             ]))
         elif op == "file" or (op == "times" and not indexed):
-            path = draw(st.sampled_from(PATHS))
-            entry = draw(file_entry())
+            path = draw(st.sampled_from(files))
+            entry = draw(file_entry(lasting))
             indexed.append(path)
             out.append(("file", path, None if entry is None else FileEntry(path, entry.created, entry.modified,
                                                                           entry.deleted)))
@@ -164,6 +187,10 @@ def steps(draw: st.DrawFn, ops: list[str] = OPS, clock_steps: list[int] = STEPS,
             times = [_at(m) for m in draw(st.lists(minutes, max_size=3))]  # near decisions, windows and each other
             deleted = draw(st.one_of(st.none(), minutes))
             out.append(("times", draw(st.sampled_from(indexed)), times, None if deleted is None else _at(deleted)))
+        elif op == "links":  # one symlink made or removed
+            key = draw(st.sampled_from(sorted(LINKS)))
+            links = {k: v for k, v in links.items() if k != key} if key in links else {**links, key: LINKS[key]}
+            out.append(("links", links))
         elif op == "restart":
             out.append(("restart",))
         elif op == "config":
@@ -186,9 +213,10 @@ class _Stored:
         self.labels: list[Label] = []
         self.checks: list[CheckResult] = []
         self.files: dict[str, FileEntry] = {}
+        self.links: dict[str, str | None] = {}
 
     def records(self) -> Records:
-        return Records(list(self.events), list(self.labels), dict(self.files), list(self.checks))
+        return Records(list(self.events), list(self.labels), dict(self.files), list(self.checks), dict(self.links))
 
     def lookup(self, ids: Collection[str]) -> tuple[list[Event], list[Label]]:
         """What the store answers the model recalling records it let go (daemon/live.py: _stored_under)."""
@@ -200,6 +228,7 @@ class _Stored:
         model.add_events(self.events)
         model.add_labels(self.labels)
         model.add_checks(self.checks)
+        model.put_links(self.links)
         for path, entry in self.files.items():
             model.put_file(path, entry)
         return model
@@ -228,6 +257,9 @@ def _apply(model: LiveModel, stored: _Stored, step: tuple[Any, ...]) -> None:
             stored.files.pop(step[1], None)
         else:
             stored.files[step[1]] = step[2]
+    elif op == "links":
+        model.put_links(step[1])
+        stored.links = step[1]
     elif op == "times":
         old = stored.files.get(step[1])
         if old is not None:  # the feed reads a path new to the model (or re-created) whole: see LiveFeed.sync
@@ -281,6 +313,8 @@ def _assert_indexes_hold(model: LiveModel) -> None:
     assert {k: g for k, g in model._prompts.items() if g} == groups
     held = {id(d) for d in decisions}
     assert all(i in held for bucket in model._by_path.values() for i in bucket)
+    filed = {(key, i) for key, bucket in model._by_path.items() for i in bucket}
+    assert filed == {(model._path_key(p), id(d)) for d in decisions for p in paths_of(d)}
     assert all(i in held for i in model._signal_claims)
     for a in model._agents.values():
         assert len(a.counts) == len(a.pts) == len(a.events)
@@ -379,6 +413,14 @@ def test_records_let_go_and_recalled_still_score_as_the_pure_evaluation(program:
     assert len(run_steps(program)) == sum(1 for s in program if s[0] == "eval")
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(steps(LINK_OPS, LINK_STEPS, texts=LINK_TEXTS, files=LINK_FILES, lasting=True))
+def test_paths_through_symlinks_score_as_the_pure_evaluation(program: list[tuple[Any, ...]]) -> None:
+    """Symlinks made and removed while decisions cite paths through them (spec 1, v2.3): the model files each
+    decision under the file its paths name, and re-files and re-evaluates them when the links change."""
+    assert len(run_steps(program)) == sum(1 for s in program if s[0] == "eval")
+
+
 def test_modifications_added_to_a_live_entry_count_exactly_where_they_fall() -> None:
     """The feed adds a log's new modification times to the model's entry in place (add_file_times), in any order:
     a repeat citing the file is suppressed only by a change strictly after its previous answer, up to itself.
@@ -417,6 +459,21 @@ def test_a_long_stream_of_small_arrivals_matches() -> None:
         program.append(("eval", m + 2))
     outputs = run_steps(program)
     assert len(outputs) == 300 and outputs[-1]["ada"]["decisions"] > 0
+
+
+def test_a_finding_read_through_a_symlink_is_its_own_file_for_a_signal() -> None:
+    """findings/link.md → notes/n1.md: the finding read under that name claims no recent findings; the file it is
+    read from is its own, and no other finding exists, so the claim is honest (its exclude names the same file)."""
+    claim = ev("f", _at(0), kind="finding", path="findings/link.md", markdown=True, text="No recent findings.")
+    outputs = run_steps([
+        ("links", {"findings/link.md": "notes/n1.md"}),
+        ("file", "notes/n1.md", FileEntry("notes/n1.md", _at(-1))),
+        ("eval", 5),
+        ("doc", "findings/link.md", [claim]),
+        ("eval", 6),
+    ])
+    gap = outputs[-1]["ada"]["components"]["gap_surfacing_rate"]
+    assert (gap["pass"], gap["counted"], outputs[-1]["ada"]["false_gaps"]) == (1, 1, 0)
 
 
 def test_reduce_text_keeps_every_phrase_match() -> None:
@@ -519,6 +576,44 @@ SCENARIOS: dict[str, list[tuple[Any, ...]]] = {
         ("events", [_e("g", 0, "see [source:docs/a.md]", line=1)]),
         ("eval", 10),
         ("file", "docs/a.md", FileEntry("docs/a.md", _at(-60))),
+        ("eval", 11),
+    ],
+    "a symlink made names an indexed file: a ghost path through it is real": [
+        ("events", [_e("g", 0, "see [source:latest/a.md]", line=1)]),
+        ("file", "docs/a.md", FileEntry("docs/a.md", _at(-60))),
+        ("eval", 10),
+        ("links", {"latest": "docs"}),
+        ("eval", 11),
+    ],
+    "a symlink re-pointed out of the root: the path through it is a ghost again": [
+        ("events", [_e("g", 0, "see [source:latest/a.md]", line=1)]),
+        ("file", "docs/a.md", FileEntry("docs/a.md", _at(-60))),
+        ("links", {"latest": "docs"}),
+        ("eval", 10),
+        ("links", {"latest": None}),
+        ("eval", 11),
+    ],
+    "a file modified through a symlink exempts a repeat citing it by another name": [
+        ("events", [_e("p1", 0, "see [source:latest/a.md]", prompt="where?", line=1),
+                    _e("p2", 10, "https://x.org/dead", prompt="where?", line=2)]),
+        ("links", {"latest": "docs"}),
+        ("file", "docs/a.md", FileEntry("docs/a.md", _at(-60))),
+        ("eval", 20),
+        ("times", "docs/a.md", [_at(5)], None),
+        ("eval", 21),
+    ],
+    "a file link puts a new file under the signal glob: the claim is a false gap": [
+        ("events", [_e("g", 0, "No recent findings.", line=1)]),
+        ("file", "notes/n1.md", FileEntry("notes/n1.md", _at(-60))),
+        ("eval", 10),
+        ("links", {"findings/link.md": "notes/n1.md"}),
+        ("eval", 11),
+    ],
+    "a file made under the signal glob by a symlink's name answers a claim": [
+        ("events", [_e("g", 0, "No recent findings.", line=1)]),
+        ("links", {"findings/link.md": "notes/n1.md"}),
+        ("eval", 10),
+        ("file", "notes/n1.md", FileEntry("notes/n1.md", _at(-60))),
         ("eval", 11),
     ],
     "a check ages out while its decision stays in the window": [

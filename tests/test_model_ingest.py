@@ -10,7 +10,8 @@ injected clock. The rules are what writers, logrotate and editors do to the file
   (``log`` → ``log.N``, the next append creates a new ``log``); copytruncate (copy to ``log.N``, truncate to 0);
   truncate; delete (also of rotated copies); recreate;
 * briefs: create, edit (in place, or atomically through a dot temp file and ``os.replace``), delete, with valid,
-  missing or invalid front-matter ``ts``;
+  missing or invalid front-matter ``ts`` (and in :class:`LinkMachine`, a symlink ``latest → briefs`` made and removed,
+  with texts citing paths through it: spec 1, v2.3, they name the briefs' own entries);
 * the daemon: ``scan()``; restart (close and reopen Store and Ingester); and **kill**: a fault injected at the k-th
   write of a scan (the transaction rolls back, as a SIGKILL would leave it), the Store abandoned without closing,
   then a new Store and Ingester that scan at start, as the daemon does. A real SIGKILL of a real process is
@@ -87,7 +88,8 @@ MALFORMED = ("not_json", "not_object", "missing_ts", "missing_agent", "missing_k
 TEXTS = st.one_of(
     st.text(alphabet=st.characters(codec="utf-8"), max_size=24),  # no lone surrogates: see test_hostile.py
     st.sampled_from(
-        ["see Issue #12 because", "[source:docs/a.md] https://x.example/a/b.", "no data yet", "ünï ✓ 漢字"]
+        ["see Issue #12 because", "[source:docs/a.md] https://x.example/a/b.", "no data yet", "ünï ✓ 漢字",
+         "see [source:latest/ted-1.md]", "no data yet: [source:latest/iris.md]"]
     ),
 )
 
@@ -549,3 +551,32 @@ IngestMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 TestIngestModel = IngestMachine.TestCase
+
+
+class LinkMachine(IngestMachine):
+    """The same machine with a symlink made and removed between passes (a machine of its own: the derandomized
+    sequences of the one above stay as they were)."""
+
+    @rule()
+    def toggle_link(self) -> None:
+        """``latest → briefs`` made or removed: a path through it names a brief's entry while it is there."""
+        link = self.root / "latest"
+        if link.is_symlink():
+            link.unlink()
+        else:
+            link.symlink_to("briefs")
+
+    @rule(log=st.sampled_from(LOGS), brief=st.sampled_from(BRIEFS))
+    def cite_through_the_link(self, log: str, brief: str) -> None:
+        """A decision citing a brief through the link."""
+        self.append_lines(log, [("valid", True, "dm", f"see [source:latest/{brief.rpartition('/')[2]}]", False)])
+
+    @rule(k=st.integers(1, 3))
+    def kill_while_storing_the_links(self, k: int) -> None:
+        """A fault at the k-th link written by a scan, then restart and scan: the links stored are the scan's or
+        the last ones, never half of them."""
+        self.kill_mid_scan_then_restart(k, "put_link")
+
+
+LinkMachine.TestCase.settings = settings(IngestMachine.TestCase.settings, max_examples=300)
+TestIngestModelWithLinks = LinkMachine.TestCase

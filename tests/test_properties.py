@@ -23,7 +23,8 @@ from tests.helpers import T0, check, ev, file, label
 CFG = Config(github=GitHub(repo="acme/app"))
 TEXTS = ["All good.", "No data yet.", "No, because red; instead wait.", "You're right.", "No recent findings.",
          "See Issue #4", "see [source:docs/a.md]", "see [source:docs/ghost.md]", "https://x.org/ok",
-         "https://x.org/dead", "run #1234567", "The report hasn't been generated yet."]
+         "https://x.org/dead", "run #1234567", "The report hasn't been generated yet.", "see [source:latest/a.md]",
+         "No data: [source:ext/a.md]"]
 KINDS = ["dm", "refusal", "ack", "finding", "commit", "resolution"]
 
 event_st = st.builds(
@@ -41,6 +42,8 @@ event_st = st.builds(
 )
 events_st = st.lists(event_st, max_size=40, unique_by=lambda e: e.id)
 FILES = (file("docs/a.md", T0 - timedelta(days=20)),)
+#: Paths through symlinks name their target's entry (spec 1, v2.3); ext leaves the root.
+LINKS = {"latest": "docs", "ext": None}
 CHECKS = (check("https://x.org/ok", "url", T0 - timedelta(days=1), True),
           check("https://x.org/dead", "url", T0 - timedelta(days=1), False),
           check("run:1234567", "run", T0 - timedelta(days=1), True))
@@ -49,7 +52,7 @@ CHECKS = (check("https://x.org/ok", "url", T0 - timedelta(days=1), True),
 def _records(events: list[Event], downs: list[int]) -> Records:
     labels = [label(events[i % len(events)].id, events[i % len(events)].ts + timedelta(minutes=1), line=n)
               for n, i in enumerate(downs)] if events else []
-    return Records(events, labels, {f.path: f for f in FILES}, list(CHECKS))
+    return Records(events, labels, {f.path: f for f in FILES}, list(CHECKS), LINKS)
 
 
 @settings(max_examples=60, deadline=None)
@@ -97,7 +100,7 @@ def test_permuting_input_order_changes_nothing(events: list[Event], downs: list[
     shuffled_labels = list(recs.labels)
     rnd.shuffle(shuffled_events)
     rnd.shuffle(shuffled_labels)
-    shuffled = Records(shuffled_events, shuffled_labels, recs.files, list(reversed(recs.checks)))
+    shuffled = Records(shuffled_events, shuffled_labels, recs.files, list(reversed(recs.checks)), recs.links)
     for window in ("24h", "7d"):
         assert to_json(evaluate(recs, T0, window, CFG)) == to_json(evaluate(shuffled, T0, window, CFG))
 
@@ -120,6 +123,9 @@ def test_reingesting_changes_nothing(events: list[Event]) -> None:
         for agent in ("ada", "bo"):
             lines = [_jsonl(e) for e in sorted(events, key=lambda e: e.line or 0) if e.agent == agent]
             (root / "heartbeats" / f"{agent}.jsonl").write_text("".join(x + "\n" for x in lines))
+        (root / "docs").mkdir()
+        (root / "docs" / "a.md").write_text("---\nts: 2026-05-01T00:00:00Z\n---\nA\n")
+        (root / "latest").symlink_to("docs")  # latest/a.md names docs/a.md (spec 1, v2.3)
         with Store.open(Path(tmp) / "db.sqlite") as store:
             ingester = Ingester(store, root, CFG)
             ingester.scan()
@@ -127,7 +133,9 @@ def test_reingesting_changes_nothing(events: list[Event]) -> None:
             again = ingester.scan()
             assert sum(again.records.values()) == 0
             second = to_json(evaluate(store.load_records(), T0, "7d", CFG))
+            store_links = store.links()
         assert first == second
+        assert store_links == {"latest": "docs"}
         assert set(first["agents"]) <= {"ada", "bo"}
         for a in first["agents"].values():
             assert set(a["components"]) == set(COMPONENTS)

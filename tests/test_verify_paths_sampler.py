@@ -7,6 +7,7 @@ import os
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+from collectors.links import LinkMap
 from daemon.config import Config
 from daemon.ingest import Ingester
 from daemon.store import Store
@@ -68,16 +69,17 @@ def test_path_suite(tmp_path: Path) -> None:
     root, store, ingester = _indexed(tmp_path)
     (root / "docs" / "gone.md").unlink()
     ingester.scan()  # the deletion is noticed at the clock's next time
-    files = store.file_entries()
+    files, links = store.file_entries(), LinkMap(store.links())
     store.close()
-    assert check_path(root, "docs/a.md", files, T).ok is True
-    assert check_path(root, "docs/alias.md", files, T).ok is True  # a symlink that stays inside
+    assert check_path(root, "docs/a.md", files, links, T).ok is True
+    assert check_path(root, "docs/alias.md", files, links, T).ok is True  # a symlink that stays inside
     for target in ("../../etc/passwd", "/etc/passwd", str(tmp_path / "secret.md"), "docs/escape.md",
                    "docs/../../secret.md", "docs/nothing.md", "docs"):
-        outcome = check_path(root, target, files, T)
+        outcome = check_path(root, target, files, links, T)
         assert outcome.ok is False, (target, outcome)
-    deleted = check_path(root, "docs/gone.md", files, T)
+    deleted = check_path(root, "docs/gone.md", files, links, T)
     assert deleted.ok is False and "deleted" in deleted.detail
     assert files["docs/gone.md"].deleted is not None
     # Before the deletion the same path resolved: the check is "at the check time".
-    assert check_path(root, "docs/gone.md", files, files["docs/gone.md"].deleted - timedelta(seconds=1)).ok is True
+    before = files["docs/gone.md"].deleted - timedelta(seconds=1)
+    assert check_path(root, "docs/gone.md", files, links, before).ok is True

@@ -15,6 +15,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Protocol
 
+from collectors.links import LinkMap, Links
 from collectors.records import CheckResult, FileEntry
 from daemon.config import Config
 from daemon.store import Store
@@ -65,12 +66,15 @@ class VerifySummary:
 
 
 def checkers(
-    root: Path, files: Mapping[str, FileEntry], at: datetime, default_repo: str, urls: UrlCheck, api: ApiCheck
+    root: Path, files: Mapping[str, FileEntry], links: Links, at: datetime, default_repo: str, urls: UrlCheck,
+    api: ApiCheck,
 ) -> dict[str, Checker]:
-    """The name → implementation map of checkers, one per citation type."""
+    """The name → implementation map of checkers, one per citation type (paths: ``files`` by canonical path, and the
+    symlinks inside the root)."""
+    link_map = LinkMap(links)
 
     async def path(target: str) -> CheckOutcome:
-        return check_path(root, target, files, at)
+        return check_path(root, target, files, link_map, at)
 
     async def run(target: str) -> CheckOutcome:
         m = _RUN.fullmatch(target)
