@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import os
 import signal
 import sqlite3
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from aiohttp import web
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
@@ -73,6 +76,45 @@ _REL_CACHE = 4096
 LABELS_FILE = "labels/api.jsonl"
 #: Seconds between two writes of today's history rows (each evaluation would rewrite agents × windows rows).
 HISTORY_EVERY = 60.0
+#: Threads answering audits, histories and pages: pure Python under the GIL, so a second would answer no more of
+#: them, only take the GIL from the loop more often and hold twice the objects the garbage collector walks.
+REQUEST_THREADS = 1
+#: Seconds a thread may hold the GIL while another waits for it (CPython's default is 0.005).
+SWITCH_INTERVAL = 0.001
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _pool(threads: int, name: str) -> Callable[[], Executor]:
+    return lambda: ThreadPoolExecutor(threads, thread_name_prefix=name)
+
+
+@dataclass(frozen=True)
+class Executors:
+    """The daemon's worker threads, one pool per kind of work, so that no kind waits in another's queue.
+
+    Sharing the loop's default pool, a crowd of audits queued ahead of every ingest pass and evaluation. ``ingest``
+    is the store writer's (ingest passes, label writes, history and check writes, everything under the store lock;
+    SQLite writes one at a time anyway); ``model`` the scoring model's (loads, syncs, evaluations, the model cache,
+    changelog writes); ``requests`` HTTP request work (audits, histories, pages; their number is capped by
+    ``[api] max_concurrent_audits``).
+    """
+
+    ingest: Executor = field(default_factory=_pool(1, "honestyd-ingest"))
+    model: Executor = field(default_factory=_pool(1, "honestyd-model"))
+    requests: Executor = field(default_factory=_pool(REQUEST_THREADS, "honestyd-http"))
+
+    def shutdown(self) -> None:
+        """Requests first (HTTP is closed), then the model, then the store writer; work still queued is dropped,
+        and what runs finishes on its own (it cannot be interrupted)."""
+        for executor in (self.requests, self.model, self.ingest):
+            executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def _run_in(executor: Executor, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``fn(*args, **kwargs)`` on ``executor`` (asyncio.to_thread, on a pool of the caller's choosing)."""
+    return await asyncio.get_running_loop().run_in_executor(executor, functools.partial(fn, *args, **kwargs))
 
 
 @dataclass(frozen=True)
@@ -172,8 +214,10 @@ class Daemon:
         clock: Clock = system_clock,
         environ: Mapping[str, str] = os.environ,
         notifier: Notifier | None = None,
+        executors: Executors | None = None,
     ) -> None:
         self.overrides = overrides
+        self.executors = executors or Executors()
         self.config_path = config_path
         self._config = overrides.apply(config)
         self.clock = clock
@@ -264,7 +308,7 @@ class Daemon:
         assert self.lock is not None and self.store is not None
         store = self.store
         async with self.lock:
-            return await asyncio.to_thread(store.history, agent)
+            return await _run_in(self.executors.ingest, store.history, agent)
 
     async def append_label(self, label: dict[str, str]) -> None:
         """Append one label line to ``labels/api.jsonl`` (one write, O_APPEND) and ingest it."""
@@ -281,7 +325,7 @@ class Daemon:
             finally:
                 os.close(fd)
 
-        await asyncio.to_thread(write)
+        await _run_in(self.executors.ingest, write)
         self._on_path(LABELS_FILE)
 
     # --- signals and lifecycle
@@ -298,6 +342,9 @@ class Daemon:
 
     def run(self) -> int:
         """Run until stopped; returns the exit code."""
+        # The event loop shares the GIL with the worker threads, and waits up to a switch interval for it after
+        # each system call: a shorter interval keeps /healthz and /metrics quick while audits and evaluations run.
+        sys.setswitchinterval(SWITCH_INTERVAL)
         asyncio.run(self.serve())
         return 0
 
@@ -376,6 +423,7 @@ class Daemon:
         await self._save_model()
         if self.runner is not None:
             await self.runner.cleanup()
+        self.executors.shutdown()
         if self.reader is not None:
             self.reader.close()
         if self.store is not None:
@@ -391,7 +439,7 @@ class Daemon:
         self.notifier.status(f"writing the model cache {path}")
         started = time.monotonic()
         try:
-            size = await asyncio.to_thread(modelcache.save, feed, path, store.store_id())
+            size = await _run_in(self.executors.model, modelcache.save, feed, path, store.store_id())
         except Exception as exc:  # whatever it was (a full disk, no memory left), the stop goes on; the next start
             log.warning("model cache %s not written: %s", path, exc)  # builds the model from the store
             return
@@ -418,7 +466,7 @@ class Daemon:
         self._config = new
         assert self.ingester is not None
         self.ingester.config = new
-        await asyncio.to_thread(self._record_methodology, old)
+        await _run_in(self.executors.model, self._record_methodology, old)
         self._schedule_intervals()
         self._request_rescore()
         log.info("configuration reloaded from %s", self.config_path)
@@ -489,14 +537,14 @@ class Daemon:
             if full:
                 observed = not self._pending_scan_unobserved
                 try:
-                    stats = await asyncio.to_thread(ingester.scan, observed=observed)
+                    stats = await _run_in(self.executors.ingest, ingester.scan, observed=observed)
                 except sqlite3.OperationalError as exc:
                     stats, error = ingester.committed, exc  # the files committed before the refusal still count
                     self.full_rescan_pending = True  # the whole pass again, next time
                 else:
                     self._pending_scan_unobserved = False
             else:
-                stats, left, error = await asyncio.to_thread(self._ingest_paths, ingester, paths)
+                stats, left, error = await _run_in(self.executors.ingest, self._ingest_paths, ingester, paths)
                 self.pending.update(left)
             if error is not None:
                 # A refused write (store full, or locked past busy_timeout) rolled back its batch, cursor included:
@@ -522,7 +570,7 @@ class Daemon:
         assert self.lock is not None and self.ingester is not None
         async with self.lock:
             try:
-                stats = await asyncio.to_thread(self.ingester.scan)
+                stats = await _run_in(self.executors.ingest, self.ingester.scan)
             except sqlite3.OperationalError as exc:
                 # Start serving anyway (the operator sees the log line and the metric); the rescan job retries.
                 self.full_rescan_pending = self._pending_scan_unobserved = True
@@ -597,7 +645,7 @@ class Daemon:
             # The cache is for the first load only: it is read once, and a rebuild is for another configuration.
             cache = modelcache.path_for(config.db_path) if feed is None and config.daemon.model_cache else None
             if feed is not None and feed.config is not config:
-                if await asyncio.to_thread(feed.adopt, config):
+                if await _run_in(self.executors.model, feed.adopt, config):
                     log.info("reload: scoring model kept (what changed is read only when windows are summed)")
                 else:
                     # Let go of the old model before building the new one: memory holds one model, not two. Until it
@@ -606,14 +654,14 @@ class Daemon:
                              " rebuilding the scoring model from the store")
                     self.feed = feed = None
             if feed is None:
-                feed = await asyncio.to_thread(_load_feed, config, cache, self.clock())
+                feed = await _run_in(self.executors.model, _load_feed, config, cache, self.clock())
             reader = self.reader
             assert reader is not None
-            evals = await asyncio.to_thread(_sync_feed, feed, reader)
+            evals = await _run_in(self.executors.model, _sync_feed, feed, reader)
             self.feed = feed
             at = self.clock()
             try:
-                windows = await asyncio.to_thread(feed.evaluate, at)
+                windows = await _run_in(self.executors.model, feed.evaluate, at)
             except HistoryEvicted as exc:
                 log.warning("the clock stepped back past what the scoring model keeps (%s); rebuilding it", exc)
                 self.feed = None
@@ -626,11 +674,11 @@ class Daemon:
             if self._history_due(snap):
                 async with self.lock:
                     try:
-                        await asyncio.to_thread(self._write_history, store, snap, feed.marks[3])
+                        await _run_in(self.executors.ingest, self._write_history, store, snap, feed.marks[3])
                     except sqlite3.OperationalError as exc:
                         # Today's counts are rewritten by a later evaluation; a full store must not stop scoring.
                         self._store_refused(exc, "history")
-            await asyncio.to_thread(self._write_changelog, changelog.drop_entries(snap))
+            await _run_in(self.executors.model, self._write_changelog, changelog.drop_entries(snap))
 
     def _history_due(self, snap: Snapshot) -> bool:
         """Today's history rows are written at most once a minute, and at the first evaluation of a day (each write
@@ -651,7 +699,7 @@ class Daemon:
         feed = self.feed
         if feed is None:
             return None
-        return await asyncio.to_thread(feed.agent_result, agent, window)
+        return await _run_in(self.executors.requests, feed.agent_result, agent, window)
 
     # --- changelog
 
@@ -678,7 +726,7 @@ class Daemon:
 
     async def _digest(self) -> None:
         if self._snapshot is not None:
-            await asyncio.to_thread(self._write_changelog, [changelog.digest_entry(self._snapshot)])
+            await _run_in(self.executors.model, self._write_changelog, [changelog.digest_entry(self._snapshot)])
 
     # --- scheduled jobs
 
@@ -747,7 +795,7 @@ class Daemon:
         """Poll every log the store has a cursor for (the watcher adds logs that appear later)."""
         assert self.lock is not None and self.store is not None
         async with self.lock:
-            cursors = await asyncio.to_thread(self.store.cursors)
+            cursors = await _run_in(self.executors.ingest, self.store.cursors)
         for cursor in cursors:
             if cursor.path not in self.poller:
                 self.poller.track(cursor.path, seen=False)  # an append since the scan read it is not left waiting
@@ -772,7 +820,7 @@ class Daemon:
         assert self.lock is not None and self.store is not None
         store = self.store
         async with self.lock:
-            await asyncio.to_thread(store.checkpoint)
+            await _run_in(self.executors.ingest, store.checkpoint)
 
     async def _verify_sample(self) -> None:
         """The daily verification sample: check, then store results under the store lock."""
@@ -783,13 +831,13 @@ class Daemon:
         assert self.lock is not None and self.store is not None
         store, cfg, now = self.store, self._config, self.clock()
         async with self.lock:
-            todo, _ = await asyncio.to_thread(select_targets, store, cfg, now, now.date())
-            files = await asyncio.to_thread(store.file_entries)
+            todo, _ = await _run_in(self.executors.ingest, select_targets, store, cfg, now, now.date())
+            files = await _run_in(self.executors.ingest, store.file_entries)
         async with UrlChecker(cfg.verify) as urls, \
                 GitHubChecker(cfg.verify, cfg.github, load_token(cfg.github, self.environ)) as api:
             summary = await verify(todo, checkers(cfg.state_root, files, now, cfg.github_repo, urls, api), self.clock)
         async with self.lock:
-            await asyncio.to_thread(lambda: _store_checks(store, summary.results))
+            await _run_in(self.executors.ingest, _store_checks, store, summary.results)
         self.checks.update(summary.checked)
         self.check_failures.update(summary.failed)
         log.info("verification sample: %s", summary.as_dict())
@@ -813,7 +861,8 @@ class Daemon:
         # one rate-limited line, not a traceback each (see daemon/api.py). They are keyword arguments of the request
         # handler, passed straight through: an unknown one would make aiohttp drop them all, access_log=None
         # included, with only a warning.
-        runner = web.AppRunner(make_app(self), access_log=None, logger=HTTP_LOG, **HTTP_LIMITS)
+        runner = web.AppRunner(make_app(self, executor=self.executors.requests), access_log=None, logger=HTTP_LOG,
+                               **HTTP_LIMITS)
         await runner.setup()
         port = int(self._config.daemon.listen.rpartition(":")[2])
         site = web.TCPSite(runner, self._host(), port)

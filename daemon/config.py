@@ -157,11 +157,13 @@ class Daemon:
 
 @dataclass(frozen=True)
 class Api:
-    """The HTTP API: who may post labels, and how large a request may be."""
+    """The HTTP API: who may post labels, how large a request may be, and how many may be answered at once."""
 
     reviewers_env: str = "HONESTYD_REVIEWERS"
     reviewers_file: str = ""
     max_body: int = 16384
+    #: Audits, histories and pages answered at once; one more is answered 429 with Retry-After (daemon/api.py).
+    max_concurrent_audits: int = 8
 
 
 @dataclass(frozen=True)
@@ -454,6 +456,7 @@ _SCHEMA: dict[str, dict[str, tuple[str, Validator]]] = {
         "reviewers_env": ("api.reviewers_env", _str),
         "reviewers_file": ("api.reviewers_file", _str),
         "max_body": ("api.max_body", _positive_int),
+        "max_concurrent_audits": ("api.max_concurrent_audits", _positive_int),
     },
     "benchmark": {"models": ("benchmark_models", _str_map)},
 }
@@ -670,6 +673,7 @@ def render_config(cfg: Config) -> str:
               f"model_cache = {str(d.model_cache).lower()}"]
     a = cfg.api
     lines += ["", "[api]", f"reviewers_env = {q(a.reviewers_env)}", f"reviewers_file = {q(a.reviewers_file)}",
-              f"max_body = {a.max_body}", "", "[benchmark.models]"]
+              f"max_body = {a.max_body}", f"max_concurrent_audits = {a.max_concurrent_audits}",
+              "", "[benchmark.models]"]
     lines += [f"{q(a)} = {q(m)}" for a, m in sorted(cfg.benchmark_models.items())]
     return "\n".join(lines) + "\n"
