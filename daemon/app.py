@@ -47,8 +47,8 @@ from watchdog.observers import Observer
 
 from collectors.poll import LogPoller
 from collectors.records import EvalReport
-from daemon import changelog, modelcache
-from daemon.api import HTTP_LIMITS, HTTP_LOG, make_app
+from daemon import changelog, logsetup, modelcache
+from daemon.api import HTTP_LIMITS, HTTP_LOG, ConnectionLimit, connection_budget, descriptor_limit, make_app
 from daemon.config import COMPONENTS, Config, ConfigError, load_config
 from daemon.gcpolicy import Freezer
 from daemon.ingest import Clock, Ingester, IngestStats, store_full, system_clock
@@ -261,6 +261,8 @@ class Daemon:
         self.observer: Any = None
         self.scheduler: AsyncIOScheduler | None = None
         self.runner: web.AppRunner | None = None
+        #: The HTTP server's connection cap (made when HTTP starts).
+        self.connections: ConnectionLimit | None = None
         self.lock: asyncio.Lock | None = None
         self.port: int | None = None
         self.started = asyncio.Event()
@@ -391,6 +393,7 @@ class Daemon:
             if self.reload_requested:
                 self.reload_requested = False
                 await self.reload()
+            logsetup.flush()  # the counts of repeated log lines whose period has ended
             if interval is not None and time.monotonic() - last_ping >= interval:
                 # Pinged from the loop that does the work: a wedged loop stops the pings.
                 self.notifier.watchdog()
@@ -421,6 +424,8 @@ class Daemon:
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=False)
         await self._save_model()
+        if self.connections is not None:
+            await self.connections.stop()
         if self.runner is not None:
             await self.runner.cleanup()
         self.executors.shutdown()
@@ -864,12 +869,24 @@ class Daemon:
         runner = web.AppRunner(make_app(self, executor=self.executors.requests), access_log=None, logger=HTTP_LOG,
                                **HTTP_LIMITS)
         await runner.setup()
+        # No more connections than the descriptor limit leaves room for (see ConnectionLimit); a failed accept()
+        # is one line, not a traceback (and repeats are counted: daemon/logsetup.py).
+        limit = descriptor_limit()
+        budget = connection_budget(limit)
+        if budget < self._config.api.max_connections:
+            log.warning("[api] max_connections = %d, but a descriptor limit of %d leaves room for %d connections:"
+                        " holding at most that many (raise LimitNOFILE= to allow more)",
+                        self._config.api.max_connections, limit, budget)
+        asyncio.get_running_loop().set_exception_handler(logsetup.loop_exception_handler)
         port = int(self._config.daemon.listen.rpartition(":")[2])
         site = web.TCPSite(runner, self._host(), port)
         await site.start()
         sockets = getattr(site._server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else port
         self.runner = runner
+        assert runner.server is not None
+        self.connections = ConnectionLimit(runner.server, lambda: min(self._config.api.max_connections, budget))
+        self.connections.take_over(sockets)
 
     def _status(self) -> str:
         snap = self._snapshot

@@ -300,11 +300,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run the daemon until SIGTERM/SIGINT; SIGHUP re-reads the config file and keeps the flags."""
     import logging
 
+    from daemon import logsetup
     from daemon.app import Daemon, Overrides, file_clock
     from daemon.ingest import system_clock
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run drowns the journal
+    logsetup.install()  # a line repeated in a flood is written a few times, then counted (daemon/logsetup.py)
     config_path = Path(args.config) if args.config else None
     config = _load_config_or_exit(config_path)
     overrides = Overrides(

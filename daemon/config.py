@@ -164,6 +164,8 @@ class Api:
     max_body: int = 16384
     #: Audits, histories and pages answered at once; one more is answered 429 with Retry-After (daemon/api.py).
     max_concurrent_audits: int = 8
+    #: Connections held open at once (fewer when the descriptor limit leaves less room: daemon/api.py).
+    max_connections: int = 512
 
 
 @dataclass(frozen=True)
@@ -457,6 +459,7 @@ _SCHEMA: dict[str, dict[str, tuple[str, Validator]]] = {
         "reviewers_file": ("api.reviewers_file", _str),
         "max_body": ("api.max_body", _positive_int),
         "max_concurrent_audits": ("api.max_concurrent_audits", _positive_int),
+        "max_connections": ("api.max_connections", _positive_int),
     },
     "benchmark": {"models": ("benchmark_models", _str_map)},
 }
@@ -674,6 +677,6 @@ def render_config(cfg: Config) -> str:
     a = cfg.api
     lines += ["", "[api]", f"reviewers_env = {q(a.reviewers_env)}", f"reviewers_file = {q(a.reviewers_file)}",
               f"max_body = {a.max_body}", f"max_concurrent_audits = {a.max_concurrent_audits}",
-              "", "[benchmark.models]"]
+              f"max_connections = {a.max_connections}", "", "[benchmark.models]"]
     lines += [f"{q(a)} = {q(m)}" for a, m in sorted(cfg.benchmark_models.items())]
     return "\n".join(lines) + "\n"

@@ -114,6 +114,8 @@ def test_the_directives_the_daemon_relies_on() -> None:
     assert _service("WatchdogSec") == ["60"]
     assert _service("Restart") == ["on-failure"]
     assert _service("RestartSec") == ["5"]
+    # Soft and hard: room for [api] max_connections and the store's, logs' and watcher's descriptors.
+    assert _service("LimitNOFILE") == ["8192"]
     assert _service("DynamicUser") == ["yes"]
     assert _service("StateDirectory") == ["honestyd"]  # where [store] path points
     assert _service("ConfigurationDirectory") == ["honestyd"]
