@@ -704,7 +704,13 @@ class Daemon:
         feed = self.feed
         if feed is None:
             return None
-        return await _run_in(self.executors.requests, feed.agent_result, agent, window)
+        return await _run_in(self.executors.requests, self._audit_rows, feed, agent, window)
+
+    def _audit_rows(self, feed: LiveFeed, agent: str, window: str) -> tuple[datetime, AgentResult] | None:
+        found = feed.agent_result(agent, window)
+        if found is not None:
+            self.freezer.after_audit()  # its rows live until it is answered: no collection walks them meanwhile
+        return found
 
     # --- changelog
 

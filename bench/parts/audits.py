@@ -141,8 +141,9 @@ def _append_events(path: Path, agent: str, end: datetime, first: int, count: int
 
 def _summary(values: list[float]) -> dict[str, float | None]:
     if not values:
-        return {"p50_s": None, "p99_s": None, "max_s": None}
-    return {"p50_s": percentile(values, 50), "p99_s": percentile(values, 99), "max_s": max(values)}
+        return {"p50_s": None, "p90_s": None, "p99_s": None, "max_s": None}
+    return {"p50_s": percentile(values, 50), "p90_s": percentile(values, 90), "p99_s": percentile(values, 99),
+            "max_s": max(values), "over_50ms": sum(v > 0.050 for v in values) / len(values)}
 
 
 def measure_phase(port: int, db: Path, ds: Dataset, first: int, seconds: float, catch_up: float) -> dict[str, Any]:
