@@ -79,8 +79,10 @@ HISTORY_EVERY = 60.0
 #: Threads answering audits, histories and pages: pure Python under the GIL, so a second would answer no more of
 #: them, only take the GIL from the loop more often and hold twice the objects the garbage collector walks.
 REQUEST_THREADS = 1
-#: Seconds a thread may hold the GIL while another waits for it (CPython's default is 0.005).
-SWITCH_INTERVAL = 0.001
+#: Seconds a thread may hold the GIL while another waits for it (CPython's default is 0.005). The loop needs it back
+#: after every system call, a few per request: at the default, a burst of requests during an audit queued for
+#: tens of milliseconds. Threads that do not wait for each other are not switched any more often.
+SWITCH_INTERVAL = 0.0002
 
 P = ParamSpec("P")
 T = TypeVar("T")
