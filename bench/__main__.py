@@ -34,7 +34,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("batch", ("ingest", "scaling", "rescore")),
     ("scrape", ("scrape",)),
     ("verify", ("verify",)),
-    ("daemon", ("latency", "memory")),
+    ("daemon", ("latency", "memory", "audits")),
 )
 #: Default wall-clock budgets: the full run must end within 15 minutes on 2 cores, the quick one within 2.
 BUDGET_FULL = 14 * 60.0
@@ -70,6 +70,8 @@ def estimate(part: str, settings: Settings) -> float:
         return 10 + (TIME_CAP_QUICK if quick else TIME_CAP * settings.reps)
     if part == "verify":
         return 15.0 if quick else 60.0
+    if part == "audits":  # its two phases, on the daemon the latency part started
+        return 50.0 if quick else 140.0
     if part in ("latency", "memory"):
         rescore = settings.shared.get("rescore_large_seconds")
         startup = 1.3 * rescore + 10 if rescore else (20.0 if quick else 120.0)
@@ -99,8 +101,10 @@ def run_all(chosen: list[str], settings: Settings) -> dict[str, PartResult]:
         later = [g for g, _ in groups[i + 1:]]
 
         def reserve(later: list[str] = later) -> float:
-            # latency and memory share one daemon run: it is counted once.
-            return sum(estimate("latency" if g == "daemon" else g, settings) for g in later)
+            # latency, memory and audits share one daemon run: its start is counted once.
+            return sum(estimate("latency" if g == "daemon" else g, settings)
+                       + (estimate("audits", settings) if g == "daemon" and "audits" in chosen else 0.0)
+                       for g in later)
 
         # replace() keeps the same `shared` dict: later groups read what earlier ones measured.
         group_settings = replace(settings, reserve=reserve)

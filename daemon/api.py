@@ -7,15 +7,19 @@ appends to ``labels/api.jsonl`` under the state root so that files stay the sour
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
 import logging
 import math
+import resource
+import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from concurrent.futures import Executor
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -26,7 +30,7 @@ from collectors.rfc3339 import TimestampError, format_ts, parse_ts
 from daemon import openapi, pages
 from daemon.config import Config
 from daemon.snapshot import Snapshot
-from scorers.audit import audit_json
+from scorers.audit import audit_rows, audit_summary
 from scorers.history import DayCounts
 from scorers.history import render as render_history
 from scorers.score import AgentResult, WindowResult, to_json
@@ -109,9 +113,181 @@ class _MalformedRequests(logging.Filter):
 HTTP_LOG = logging.getLogger("honestyd.http")
 HTTP_LOG.addFilter(_MalformedRequests())
 
+#: Descriptors kept from the HTTP connections for the rest of the daemon (at least; a quarter of the limit when
+#: that is more): the store's database, WAL and shared-memory files on each connection, the logs an ingest pass
+#: opens, the watcher's inotify descriptor, verification's outbound connections, the model cache, the journal.
+RESERVED_FDS = 128
+#: Seconds between two looks for room while the server holds all the connections it may.
+ROOM_POLL = 0.01
+#: Seconds before accept() is tried again after it failed (out of descriptors or memory, or anything else).
+ACCEPT_RETRY = 1.0
+
+
+def connection_budget(soft_limit: int) -> int:
+    """The most connections the server may hold under a soft descriptor limit of ``soft_limit``."""
+    return max(1, soft_limit - max(RESERVED_FDS, soft_limit // 4))
+
+
+def descriptor_limit() -> int:
+    """This process's soft RLIMIT_NOFILE (unlimited read as 2^20)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return soft if soft != resource.RLIM_INFINITY else 1 << 20
+
+
+class ConnectionLimit:
+    """Accepts the connections of an aiohttp server itself, never holding more than ``most()`` open at once.
+
+    asyncio's server accepts every connection offered: idle connections took every descriptor, and then each
+    failed ``accept()`` logged a traceback and was retried, the store, the logs and the watcher unable to open
+    theirs meanwhile. Here, once ``most()`` are open, nothing more is accepted until one closes: new connections
+    wait in the kernel's listen queue (and beyond it, their clients retry), and are served in turn. An accept()
+    that fails anyway is one line and a second's pause, never a busy loop. :meth:`take_over` the sites' sockets
+    once they listen; :meth:`stop` before the sites close.
+    """
+
+    def __init__(self, server: web.Server, most: Callable[[], int]) -> None:
+        self.server = server
+        self.most = most
+        #: Times the server reached the cap (an episode ends when a tenth of it is free again).
+        self.full = 0
+        self._full_since: float | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._sockets: list[socket.socket] = []
+
+    def take_over(self, sockets: Iterable[Any]) -> None:
+        """Accept on ``sockets`` (listening, e.g. a started site's) from now on, instead of asyncio's server."""
+        loop = asyncio.get_running_loop()
+        for listening in sockets:
+            loop.remove_reader(listening.fileno())  # asyncio's own accept() on it stops here
+            sock = listening.dup()  # a socket object to accept on (asyncio lends out only a wrapper of its own)
+            sock.setblocking(False)
+            self._sockets.append(sock)
+            self._tasks.append(loop.create_task(self._accept(sock)))
+
+    async def stop(self) -> None:
+        """Stop accepting (the sites still close their own sockets)."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for sock in self._sockets:
+            sock.close()
+        self._tasks, self._sockets = [], []
+
+    def has_room(self) -> bool:
+        """Whether one more connection may be accepted now (logs the start and end of each episode at the cap)."""
+        most, open_ = self.most(), len(self.server.connections)
+        if open_ >= most:
+            if self._full_since is None:
+                self._full_since = time.monotonic()
+                self.full += 1
+                HTTP_LOG.warning("holding %d connections, the most [api] max_connections allows: new ones wait to be"
+                                 " accepted", open_)
+            return False
+        if self._full_since is not None and open_ <= most - max(1, most // 10):
+            HTTP_LOG.info("accepting connections at once again after %.1f s at the cap",
+                          time.monotonic() - self._full_since)
+            self._full_since = None
+        return True
+
+    async def _accept(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self.has_room():
+                await asyncio.sleep(ROOM_POLL)
+                continue
+            try:
+                conn, _ = await loop.sock_accept(sock)
+            except ConnectionAbortedError:
+                continue  # the client gave up before it was accepted
+            except OSError as exc:
+                HTTP_LOG.error("cannot accept connections: %s; trying again in %g s", exc.strerror or exc,
+                               ACCEPT_RETRY)
+                await asyncio.sleep(ACCEPT_RETRY)
+                continue
+            try:
+                await loop.connect_accepted_socket(self.server, conn)
+            except Exception as exc:  # gone before its transport was made: whatever it was, accepting goes on
+                HTTP_LOG.debug("accepted connection lost at once: %r", exc)
+                conn.close()
+
 
 def _json(data: Any, status: int = 200) -> web.Response:
     return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, ensure_ascii=False))
+
+
+#: Lists longer than this are encoded an element at a time (see :func:`_dumps`).
+_PIECEWISE = 64
+
+
+def _dumps(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False)``, the same text, with long lists encoded an element at a time.
+
+    The C encoder holds the GIL for the whole of one call, and a call over a 30-day audit (thousands of rows)
+    kept the event loop, /healthz included, from running until it returned; between elements it can run.
+    """
+    if isinstance(value, list) and len(value) > _PIECEWISE:
+        return "[" + ", ".join(json.dumps(v, ensure_ascii=False) for v in value) + "]"
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value) and any(
+            isinstance(v, list) and len(v) > _PIECEWISE for v in value.values()):
+        return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {_dumps(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _json_bytes(data: Any) -> bytes:
+    """``data`` as the body :func:`_json` would send (for bodies built off the loop)."""
+    return _dumps(data).encode("utf-8")
+
+
+def _json_body(body: bytes) -> web.Response:
+    return web.Response(body=body, content_type="application/json", charset="utf-8")
+
+
+#: The executor request work runs on (None: the loop's default): audits, history and pages take long enough to
+#: stall every other request, /healthz and /metrics included, if built on the loop.
+EXECUTOR: web.AppKey[Executor | None] = web.AppKey("executor")
+T = TypeVar("T")
+
+
+async def _off_loop(request: web.Request, fn: Callable[[], T]) -> T:
+    """``fn()`` on the request executor."""
+    return await asyncio.get_running_loop().run_in_executor(request.app[EXECUTOR], fn)
+
+
+#: Seconds a request refused for want of a slot is asked to wait (``Retry-After``).
+RETRY_AFTER = 1
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class _Slots:
+    """The audits, histories and pages being answered, counted: one beyond ``[api] max_concurrent_audits`` is
+    answered 429 at once rather than queued, so a crowd of them cannot hold the worker threads, the scoring
+    model's lock and the memory of every queued answer while /healthz, /metrics and ingest wait."""
+
+    def __init__(self) -> None:
+        self.busy = 0
+
+
+SLOTS: web.AppKey[_Slots] = web.AppKey("slots", _Slots)
+
+
+def capped(handler: Handler) -> Handler:
+    """``handler`` behind the slots: checked without waiting, 429 with ``Retry-After`` when all are taken."""
+
+    @functools.wraps(handler)
+    async def within_slots(request: web.Request) -> web.StreamResponse:
+        slots, most = request.app[SLOTS], request.app[BACKEND].config.api.max_concurrent_audits
+        if slots.busy >= most:
+            busy = _error(429, f"{most} audits, histories or pages are being answered ([api] max_concurrent_audits);"
+                               f" retry in {RETRY_AFTER} s")
+            busy.headers["Retry-After"] = str(RETRY_AFTER)
+            return busy
+        slots.busy += 1
+        try:
+            return await handler(request)
+        finally:
+            slots.busy -= 1
+
+    return within_slots
 
 
 def _error(status: int, message: str, **extra: Any) -> web.Response:
@@ -234,7 +410,15 @@ async def _audited(request: web.Request) -> tuple[AgentResult, WindowResult, Sna
 async def agent_audit(request: web.Request) -> web.Response:
     """The audit of one agent in one window: every decision, every outcome, the arithmetic."""
     audited, result, _ = await _audited(request)
-    return _json(audit_json(audited, result))
+    return _json_body(await _off_loop(request, lambda: _audit_body(audited, result)))
+
+
+def _audit_body(audited: AgentResult, result: WindowResult) -> bytes:
+    """``audit_json``'s body, each row encoded as it is built: thousands of rows held at once were what the garbage
+    collector's full collections walked again and again while audits ran (the loop waiting for each)."""
+    head = _dumps(audit_summary(audited, result))
+    rows = ", ".join(json.dumps(row, ensure_ascii=False) for row in audit_rows(audited))
+    return f'{head[:-1]}, "decision_rows": [{rows}]}}'.encode()
 
 
 async def agent_history(request: web.Request) -> web.Response:
@@ -250,32 +434,40 @@ async def agent_history(request: web.Request) -> web.Response:
     version = request.query.get("weights", cfg.weights_for(agent)[0])
     if version not in cfg.weights_versions:
         return _error(400, f"unknown weights version {version!r}", allowed=sorted(cfg.weights_versions))
-    points = [p for p in render_history(counts, cfg.weights_versions[version], cfg.scoring.min_decisions)
-              if p.window == result.window]
-    return _json({"agent": agent, "window": result.window, "weights_version": version, "points": [
-        {"day": p.day.isoformat(), "decisions": p.decisions, "score": p.score, "percent": p.percent,
-         "coverage": p.coverage} for p in points]})
+
+    def render() -> bytes:
+        points = [p for p in render_history(counts, cfg.weights_versions[version], cfg.scoring.min_decisions)
+                  if p.window == result.window]
+        return _json_bytes({"agent": agent, "window": result.window, "weights_version": version, "points": [
+            {"day": p.day.isoformat(), "decisions": p.decisions, "score": p.score, "percent": p.percent,
+             "coverage": p.coverage} for p in points]})
+
+    return _json_body(await _off_loop(request, render))
 
 
 async def agent_page(request: web.Request) -> web.Response:
     """The HTML audit page a Grafana panel links to."""
     audited, result, snap = await _audited(request)
-    return web.Response(text=pages.audit_page(audited, result, snap), content_type="text/html")
+    return web.Response(text=await _off_loop(request, lambda: pages.audit_page(audited, result, snap)),
+                        content_type="text/html")
 
 
 async def index(request: web.Request) -> web.Response:
     """All agents, all windows."""
-    return web.Response(text=pages.index_page(_snapshot(request)), content_type="text/html")
+    snap = _snapshot(request)
+    return web.Response(text=await _off_loop(request, lambda: pages.index_page(snap)), content_type="text/html")
 
 
 async def methodology(request: web.Request) -> web.Response:
     """The formula, the weights side by side, and the changelog."""
     backend = request.app[BACKEND]
-    snap = backend.snapshot
-    agents = sorted({a for w in snap.windows.values() for a in w.agents}) if snap else []
-    return web.Response(
-        text=pages.methodology_page(backend.config, agents, backend.changelog_text()), content_type="text/html"
-    )
+    snap, config = backend.snapshot, backend.config
+
+    def render() -> str:
+        agents = sorted({a for w in snap.windows.values() for a in w.agents}) if snap else []
+        return pages.methodology_page(config, agents, backend.changelog_text())
+
+    return web.Response(text=await _off_loop(request, render), content_type="text/html")
 
 
 def _is_text(value: str) -> bool:
@@ -396,22 +588,24 @@ async def openapi_document(request: web.Request) -> web.Response:
 AGENT = "{agent:[^/]+}"
 
 
-def make_app(backend: Backend) -> web.Application:
-    """The aiohttp application with every route."""
+def make_app(backend: Backend, *, executor: Executor | None = None) -> web.Application:
+    """The aiohttp application with every route; ``executor`` runs the request work (None: the loop's default)."""
     app = web.Application(client_max_size=max(backend.config.api.max_body, 1024))
     app[BACKEND] = backend
     app[METRICS_CACHE] = _MetricsCache()
-    routes: list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]] = [
+    app[EXECUTOR] = executor
+    app[SLOTS] = _Slots()
+    routes: list[tuple[str, str, Handler]] = [
         ("GET", "/metrics", metrics),
         ("GET", "/healthz", healthz),
         ("GET", "/readyz", readyz),
-        ("GET", "/", index),
-        ("GET", "/methodology", methodology),
+        ("GET", "/", capped(index)),
+        ("GET", "/methodology", capped(methodology)),
         ("GET", "/v1/agents", list_agents),
         ("GET", f"/v1/agents/{AGENT}", agent_score),
-        ("GET", f"/v1/agents/{AGENT}/audit", agent_audit),
-        ("GET", f"/v1/agents/{AGENT}/history", agent_history),
-        ("GET", f"/agents/{AGENT}", agent_page),
+        ("GET", f"/v1/agents/{AGENT}/audit", capped(agent_audit)),
+        ("GET", f"/v1/agents/{AGENT}/history", capped(agent_history)),
+        ("GET", f"/agents/{AGENT}", capped(agent_page)),
         ("POST", "/v1/labels", post_label),
         ("GET", "/openapi.json", openapi_document),
     ]

@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import os
 import signal
 import socket
 import sqlite3
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from aiohttp import web
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
@@ -45,8 +48,8 @@ from watchdog.observers import Observer
 
 from collectors.poll import LogPoller
 from collectors.records import EvalReport
-from daemon import changelog, lifecycle, limits, modelcache, safefile
-from daemon.api import HTTP_LIMITS, HTTP_LOG, make_app
+from daemon import changelog, lifecycle, limits, logsetup, modelcache, safefile
+from daemon.api import HTTP_LIMITS, HTTP_LOG, ConnectionLimit, connection_budget, descriptor_limit, make_app
 from daemon.config import COMPONENTS, Config, ConfigError, load_config
 from daemon.gcpolicy import Freezer
 from daemon.ingest import Clock, Ingester, IngestStats, store_full, system_clock
@@ -78,6 +81,47 @@ LABELS_FILE = "labels/api.jsonl"
 HISTORY_EVERY = 60.0
 #: Scheduled jobs that use the store and so wait while a lost one is rebuilt (the rescan is the one that rebuilds it).
 _STORE_JOBS = ("_verify_sample", "_checkpoint")
+#: Threads answering audits, histories and pages: pure Python under the GIL, so a second would answer no more of
+#: them, only take the GIL from the loop more often and hold twice the objects the garbage collector walks.
+REQUEST_THREADS = 1
+#: Seconds a thread may hold the GIL while another waits for it (CPython's default is 0.005). The loop needs it back
+#: after every system call, a few per request: at the default, a burst of requests during an audit queued for
+#: tens of milliseconds. Threads that do not wait for each other are not switched any more often.
+SWITCH_INTERVAL = 0.0002
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _pool(threads: int, name: str) -> Callable[[], Executor]:
+    return lambda: ThreadPoolExecutor(threads, thread_name_prefix=name)
+
+
+@dataclass(frozen=True)
+class Executors:
+    """The daemon's worker threads, one pool per kind of work, so that no kind waits in another's queue.
+
+    Sharing the loop's default pool, a crowd of audits queued ahead of every ingest pass and evaluation. ``ingest``
+    is the store writer's (ingest passes, label writes, history and check writes, everything under the store lock;
+    SQLite writes one at a time anyway); ``model`` the scoring model's (loads, syncs, evaluations, the model cache,
+    changelog writes); ``requests`` HTTP request work (audits, histories, pages; their number is capped by
+    ``[api] max_concurrent_audits``).
+    """
+
+    ingest: Executor = field(default_factory=_pool(1, "honestyd-ingest"))
+    model: Executor = field(default_factory=_pool(1, "honestyd-model"))
+    requests: Executor = field(default_factory=_pool(REQUEST_THREADS, "honestyd-http"))
+
+    def shutdown(self) -> None:
+        """Requests first (HTTP is closed), then the model, then the store writer; work still queued is dropped,
+        and what runs finishes on its own (it cannot be interrupted)."""
+        for executor in (self.requests, self.model, self.ingest):
+            executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def _run_in(executor: Executor, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``fn(*args, **kwargs)`` on ``executor`` (asyncio.to_thread, on a pool of the caller's choosing)."""
+    return await asyncio.get_running_loop().run_in_executor(executor, functools.partial(fn, *args, **kwargs))
 
 
 @dataclass(frozen=True)
@@ -184,8 +228,10 @@ class Daemon:
         environ: Mapping[str, str] = os.environ,
         notifier: Notifier | None = None,
         listeners: list[socket.socket] | None = None,
+        executors: Executors | None = None,
     ) -> None:
         self.overrides = overrides
+        self.executors = executors or Executors()
         self.config_path = config_path
         self._config = overrides.apply(config)
         self.clock = clock
@@ -230,6 +276,8 @@ class Daemon:
         self.observer: Any = None
         self.scheduler: AsyncIOScheduler | None = None
         self.runner: web.AppRunner | None = None
+        #: The HTTP server's connection cap (made when HTTP starts).
+        self.connections: ConnectionLimit | None = None
         self.lock: asyncio.Lock | None = None
         self.port: int | None = None
         self.started = asyncio.Event()
@@ -294,7 +342,7 @@ class Daemon:
             raise web.HTTPServiceUnavailable(text="the store is being rebuilt from the state root")
         store = self.store
         async with self.lock:
-            return await asyncio.to_thread(store.history, agent)
+            return await _run_in(self.executors.ingest, store.history, agent)
 
     async def knows_decision(self, decision: str) -> bool | None:
         """Whether a record with this id is stored (None: the model is still loading, so it cannot tell yet)."""
@@ -319,7 +367,7 @@ class Daemon:
 
         line = (json.dumps(label, ensure_ascii=False) + "\n").encode("utf-8")
         try:
-            await asyncio.to_thread(safefile.append, self._config.state_root, LABELS_FILE, line)
+            await _run_in(self.executors.ingest, safefile.append, self._config.state_root, LABELS_FILE, line)
         except OSError as exc:
             log.error("label not written: %s: %s", exc.filename, exc.strerror)
             raise
@@ -339,6 +387,9 @@ class Daemon:
 
     def run(self) -> int:
         """Run until stopped; returns the exit status (daemon/lifecycle.py)."""
+        # The event loop shares the GIL with the worker threads, and waits up to a switch interval for it after
+        # each system call: a shorter interval keeps /healthz and /metrics quick while audits and evaluations run.
+        sys.setswitchinterval(SWITCH_INTERVAL)
         asyncio.run(self.serve())
         return self.exit_status
 
@@ -471,6 +522,7 @@ class Daemon:
             if self.reload_requested:
                 self.reload_requested = False
                 await self.reload()
+            logsetup.flush()  # the counts of repeated log lines whose period has ended
             if interval is not None and time.monotonic() - last_ping >= interval:
                 # Pinged from the loop that does the work: a wedged loop stops the pings.
                 self.notifier.watchdog()
@@ -503,8 +555,11 @@ class Daemon:
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=False)
         await self._save_model()
+        if self.connections is not None:
+            await self.connections.stop()
         if self.runner is not None:
             await self.runner.cleanup()
+        self.executors.shutdown()
         self._release()
         log.info("stopped")
 
@@ -519,7 +574,7 @@ class Daemon:
         self.notifier.status(f"writing the model cache {path}")
         started = time.monotonic()
         try:
-            size = await asyncio.to_thread(modelcache.save, feed, path, store.store_id())
+            size = await _run_in(self.executors.model, modelcache.save, feed, path, store.store_id())
         except Exception as exc:  # whatever it was (a full disk, no memory left), the stop goes on; the next start
             log.warning("model cache %s not written: %s", path, exc)  # builds the model from the store
             return
@@ -546,7 +601,7 @@ class Daemon:
         self._config = new
         assert self.ingester is not None
         self.ingester.config = new
-        await asyncio.to_thread(self._record_methodology, old)
+        await _run_in(self.executors.model, self._record_methodology, old)
         self._schedule_intervals()
         self._request_rescore()
         log.info("configuration reloaded from %s", self.config_path)
@@ -634,14 +689,14 @@ class Daemon:
             if full:
                 observed = not self._pending_scan_unobserved
                 try:
-                    stats = await asyncio.to_thread(ingester.scan, observed=observed)
+                    stats = await _run_in(self.executors.ingest, ingester.scan, observed=observed)
                 except sqlite3.OperationalError as exc:
                     stats, error = ingester.committed, exc  # the files committed before the refusal still count
                     self.full_rescan_pending = True  # the whole pass again, next time
                 else:
                     self._pending_scan_unobserved = False
             else:
-                stats, left, error = await asyncio.to_thread(self._ingest_paths, ingester, paths)
+                stats, left, error = await _run_in(self.executors.ingest, self._ingest_paths, ingester, paths)
                 self.pending.update(left)
             if error is not None:
                 # A refused write (store full, or locked past busy_timeout) rolled back its batch, cursor included:
@@ -667,7 +722,7 @@ class Daemon:
         assert self.lock is not None and self.ingester is not None
         async with self.lock:
             try:
-                stats = await asyncio.to_thread(self.ingester.scan)
+                stats = await _run_in(self.executors.ingest, self.ingester.scan)
             except sqlite3.OperationalError as exc:
                 # Start serving anyway (the operator sees the log line and the metric); the rescan job retries.
                 self.full_rescan_pending = self._pending_scan_unobserved = True
@@ -763,7 +818,7 @@ class Daemon:
                 for suffix in ("-wal", "-shm"):
                     db.with_name(db.name + suffix).unlink(missing_ok=True)
             async with self.lock:
-                await asyncio.to_thread(self._open_store)
+                await _run_in(self.executors.ingest, self._open_store)
         except StartupError as exc:
             if exc.status in (lifecycle.EXIT_STORE_DAMAGED, lifecycle.EXIT_STORE_LOCKED):
                 log.error("%s", exc)
@@ -847,7 +902,7 @@ class Daemon:
             # The cache is for the first load only: it is read once, and a rebuild is for another configuration.
             cache = modelcache.path_for(config.db_path) if feed is None and config.daemon.model_cache else None
             if feed is not None and feed.config is not config:
-                if await asyncio.to_thread(feed.adopt, config):
+                if await _run_in(self.executors.model, feed.adopt, config):
                     log.info("reload: scoring model kept (what changed is read only when windows are summed)")
                 else:
                     # Let go of the old model before building the new one: memory holds one model, not two. Until it
@@ -856,20 +911,20 @@ class Daemon:
                              " rebuilding the scoring model from the store")
                     self.feed = feed = None
             if feed is None:
-                feed = await asyncio.to_thread(_load_feed, config, cache, self.clock())
+                feed = await _run_in(self.executors.model, _load_feed, config, cache, self.clock())
             reader = self.reader
             assert reader is not None
-            evals = await asyncio.to_thread(_sync_feed, feed, reader)
+            evals = await _run_in(self.executors.model, _sync_feed, feed, reader)
             self.feed = feed
             at = self.clock()
             try:
-                windows = await asyncio.to_thread(feed.evaluate, at)
+                windows = await _run_in(self.executors.model, feed.evaluate, at)
             except HistoryEvicted as exc:
                 log.warning("the clock stepped back past what the scoring model keeps (%s); rebuilding it", exc)
                 self.feed = None
                 self._rescore_dirty = True
                 continue
-            exported = await asyncio.to_thread(_export, feed, windows, config, self.held_back)
+            exported = await _run_in(self.executors.model, _export, feed, windows, config, self.held_back)
             snap = Snapshot(at=at, config=config, windows=windows, counters=self._counters(), evals=evals,
                             model=feed.size, exported=exported,
                             labels_unmatched=feed.unmatched)
@@ -881,11 +936,11 @@ class Daemon:
             if self._history_due(snap):
                 async with self.lock:
                     try:
-                        await asyncio.to_thread(self._write_history, store, snap, feed.marks[3])
+                        await _run_in(self.executors.ingest, self._write_history, store, snap, feed.marks[3])
                     except sqlite3.OperationalError as exc:
                         # Today's counts are rewritten by a later evaluation; a full store must not stop scoring.
                         self._store_refused(exc, "history")
-            await asyncio.to_thread(self._write_changelog, changelog.drop_entries(snap))
+            await _run_in(self.executors.model, self._write_changelog, changelog.drop_entries(snap))
 
     def _history_due(self, snap: Snapshot) -> bool:
         """Today's history rows are written at most once a minute, and at the first evaluation of a day (each write
@@ -906,7 +961,13 @@ class Daemon:
         feed = self.feed
         if feed is None:
             return None
-        return await asyncio.to_thread(feed.agent_result, agent, window)
+        return await _run_in(self.executors.requests, self._audit_rows, feed, agent, window)
+
+    def _audit_rows(self, feed: LiveFeed, agent: str, window: str) -> tuple[datetime, AgentResult] | None:
+        found = feed.agent_result(agent, window)
+        if found is not None:
+            self.freezer.after_audit()  # its rows live until it is answered: no collection walks them meanwhile
+        return found
 
     # --- changelog
 
@@ -933,7 +994,7 @@ class Daemon:
 
     async def _digest(self) -> None:
         if self._snapshot is not None:
-            await asyncio.to_thread(self._write_changelog, [changelog.digest_entry(self._snapshot)])
+            await _run_in(self.executors.model, self._write_changelog, [changelog.digest_entry(self._snapshot)])
 
     # --- scheduled jobs
 
@@ -1008,7 +1069,7 @@ class Daemon:
         if self._recovering:
             return
         async with self.lock:
-            cursors = await asyncio.to_thread(self.store.cursors)
+            cursors = await _run_in(self.executors.ingest, self.store.cursors)
         for cursor in cursors:
             if cursor.path not in self.poller:
                 self.poller.track(cursor.path, seen=False)  # an append since the scan read it is not left waiting
@@ -1033,7 +1094,7 @@ class Daemon:
         assert self.lock is not None and self.store is not None
         store = self.store
         async with self.lock:
-            await asyncio.to_thread(store.checkpoint)
+            await _run_in(self.executors.ingest, store.checkpoint)
 
     async def _verify_sample(self) -> None:
         """The daily verification sample: check, then store results under the store lock."""
@@ -1044,15 +1105,15 @@ class Daemon:
         assert self.lock is not None and self.store is not None
         store, cfg, now = self.store, self._config, self.clock()
         async with self.lock:
-            todo, _ = await asyncio.to_thread(select_targets, store, cfg, now, now.date())
-            files = await asyncio.to_thread(store.file_entries)
-            links = await asyncio.to_thread(store.links)
+            todo, _ = await _run_in(self.executors.ingest, select_targets, store, cfg, now, now.date())
+            files = await _run_in(self.executors.ingest, store.file_entries)
+            links = await _run_in(self.executors.ingest, store.links)
         async with UrlChecker(cfg.verify) as urls, \
                 GitHubChecker(cfg.verify, cfg.github, load_token(cfg.github, self.environ)) as api:
             by_type = checkers(cfg.state_root, files, links, now, cfg.github_repo, urls, api)
             summary = await verify(todo, by_type, self.clock)
         async with self.lock:
-            await asyncio.to_thread(lambda: _store_checks(store, summary.results))
+            await _run_in(self.executors.ingest, _store_checks, store, summary.results)
         self.checks.update(summary.checked)
         self.check_failures.update(summary.failed)
         log.info("verification sample: %s", summary.as_dict())
@@ -1077,13 +1138,27 @@ class Daemon:
         # one rate-limited line, not a traceback each (see daemon/api.py). They are keyword arguments of the request
         # handler, passed straight through: an unknown one would make aiohttp drop them all, access_log=None
         # included, with only a warning.
-        runner = web.AppRunner(make_app(self), access_log=None, logger=HTTP_LOG, **HTTP_LIMITS)
+        runner = web.AppRunner(make_app(self, executor=self.executors.requests), access_log=None, logger=HTTP_LOG,
+                               **HTTP_LIMITS)
         await runner.setup()
+        # No more connections than the descriptor limit leaves room for (see ConnectionLimit); a failed accept()
+        # is one line, not a traceback (and repeats are counted: daemon/logsetup.py).
+        limit = descriptor_limit()
+        budget = connection_budget(limit)
+        if budget < self._config.api.max_connections:
+            log.warning("[api] max_connections = %d, but a descriptor limit of %d leaves room for %d connections:"
+                        " holding at most that many (raise LimitNOFILE= to allow more)",
+                        self._config.api.max_connections, limit, budget)
+        asyncio.get_running_loop().set_exception_handler(logsetup.loop_exception_handler)
         assert self._listeners, "serve() binds the listening sockets first"
-        for sock in self._listeners:  # bound by _claim, before anything was ingested or written
+        sockets = self._listeners
+        for sock in sockets:  # bound by _claim, before anything was ingested or written
             await web.SockSite(runner, sock).start()
-        self.port = int(self._listeners[0].getsockname()[1])
+        self.port = int(sockets[0].getsockname()[1])
         self.runner = runner
+        assert runner.server is not None
+        self.connections = ConnectionLimit(runner.server, lambda: min(self._config.api.max_connections, budget))
+        self.connections.take_over(sockets)
 
     def _status(self) -> str:
         snap = self._snapshot

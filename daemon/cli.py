@@ -387,12 +387,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run the daemon until SIGTERM/SIGINT; SIGHUP re-reads the config file and keeps the flags."""
     import logging
 
-    from daemon import logescape
+    from daemon import logescape, logsetup
     from daemon.app import Daemon, Overrides, file_clock
     from daemon.ingest import system_clock
 
     logescape.configure(logging.INFO, logescape.DAEMON_FORMAT)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run drowns the journal
+    logsetup.install()  # a line repeated in a flood is written a few times, then counted (daemon/logsetup.py)
     config_path = Path(args.config) if args.config else None
     config = _load_config_or_exit(config_path)
     overrides = Overrides(

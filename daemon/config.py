@@ -157,11 +157,15 @@ class Daemon:
 
 @dataclass(frozen=True)
 class Api:
-    """The HTTP API: who may post labels, and how large a request may be."""
+    """The HTTP API: who may post labels, how large a request may be, and how many may be answered at once."""
 
     reviewers_env: str = "HONESTYD_REVIEWERS"
     reviewers_file: str = ""
     max_body: int = 16384
+    #: Audits, histories and pages answered at once; one more is answered 429 with Retry-After (daemon/api.py).
+    max_concurrent_audits: int = 8
+    #: Connections held open at once (fewer when the descriptor limit leaves less room: daemon/api.py).
+    max_connections: int = 512
 
 
 @dataclass(frozen=True)
@@ -467,6 +471,8 @@ _SCHEMA: dict[str, dict[str, tuple[str, Validator]]] = {
         "reviewers_env": ("api.reviewers_env", _str),
         "reviewers_file": ("api.reviewers_file", _str),
         "max_body": ("api.max_body", _positive_int),
+        "max_concurrent_audits": ("api.max_concurrent_audits", _positive_int),
+        "max_connections": ("api.max_connections", _positive_int),
     },
     "limits": {
         "max_agents": ("limits.max_agents", _nonneg_int),
@@ -688,7 +694,8 @@ def render_config(cfg: Config) -> str:
               f"model_cache = {str(d.model_cache).lower()}"]
     a = cfg.api
     lines += ["", "[api]", f"reviewers_env = {q(a.reviewers_env)}", f"reviewers_file = {q(a.reviewers_file)}",
-              f"max_body = {a.max_body}"]
+              f"max_body = {a.max_body}", f"max_concurrent_audits = {a.max_concurrent_audits}",
+              f"max_connections = {a.max_connections}"]
     lim = cfg.limits
     lines += ["", "[limits]", f"max_agents = {lim.max_agents}", f"max_agent_name = {lim.max_agent_name}",
               f"reject_log_per_minute = {lim.reject_log_per_minute}", "", "[benchmark.models]"]

@@ -41,6 +41,9 @@ _NOT_FOUND = {"description": "Unknown agent (JSON) or no such route (text)",
               "content": {JSON: {"schema": _ref("Error")}, TEXT: {"schema": _STRING}}}
 _BAD_WINDOW = _response("Unknown window; `allowed` lists the configured ones", _ref("Error"), JSON)
 _STARTING = _response("No evaluation yet (the daemon is starting)", _STRING, TEXT)
+_BUSY = {**_response("[api] max_concurrent_audits requests of this kind are being answered; retry after the"
+                     " seconds `Retry-After` names", _ref("Error")),
+         "headers": {"Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}}}}
 
 
 def _window_param(config: Config) -> dict[str, Any]:
@@ -148,6 +151,10 @@ def document(config: Config) -> dict[str, Any]:
     history_ok = _response("Daily points in the window", _ref("History"))
     history = _agent_get(config, "An agent's daily scores under any weights version", history_ok, [weights_param])
     history["get"]["responses"]["400"] = _response("Unknown window or weights version", _ref("Error"))
+    audit = _agent_get(config, "Every decision, every outcome, the arithmetic", _response("Audit", _ref("Audit")))
+    page = _agent_get(config, "The HTML audit page", _response("Audit page", _STRING, HTML))
+    for heavy in (history, audit, page):  # the requests capped by [api] max_concurrent_audits (daemon/api.py)
+        heavy["get"]["responses"]["429"] = _BUSY
     paths: dict[str, Any] = {
         "/metrics": {"get": {"summary": "Prometheus text exposition of the latest evaluation",
                              "responses": {"200": _response("Metrics (text format 0.0.4)", _STRING, TEXT)}}},
@@ -157,19 +164,19 @@ def document(config: Config) -> dict[str, Any]:
                             "responses": {"200": _response("ready", _STRING, TEXT),
                                           "503": _response("starting", _STRING, TEXT)}}},
         "/": {"get": {"summary": "Every agent in every window (HTML)",
-                      "responses": {"200": _response("Index page", _STRING, HTML), "503": _STARTING}}},
+                      "responses": {"200": _response("Index page", _STRING, HTML), "429": _BUSY,
+                                    "503": _STARTING}}},
         "/methodology": {"get": {"summary": "Formula, weights and changelog (HTML)",
-                                 "responses": {"200": _response("Methodology page", _STRING, HTML)}}},
+                                 "responses": {"200": _response("Methodology page", _STRING, HTML), "429": _BUSY}}},
         "/openapi.json": {"get": {"summary": "This document",
                                   "responses": {"200": _response("OpenAPI 3.0 document", {"type": "object"})}}},
         "/v1/agents": {"get": {"summary": "Every agent's score in every window",
                                "responses": {"200": _response("Scores", _ref("Agents")), "503": _STARTING}}},
         "/v1/agents/{agent}": _agent_get(config, "One agent in one window, as `honestyd score --json` gives it",
                                          _response("Score", _ref("AgentScore"))),
-        "/v1/agents/{agent}/audit": _agent_get(config, "Every decision, every outcome, the arithmetic",
-                                               _response("Audit", _ref("Audit"))),
+        "/v1/agents/{agent}/audit": audit,
         "/v1/agents/{agent}/history": history,
-        "/agents/{agent}": _agent_get(config, "The HTML audit page", _response("Audit page", _STRING, HTML)),
+        "/agents/{agent}": page,
         "/v1/labels": {"post": {
             "summary": "A thumbs-up/down from an authorised reviewer, appended to labels/api.jsonl",
             "security": [{"reviewer": []}],

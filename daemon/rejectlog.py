@@ -14,11 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from collectors.records import Reject
+from daemon.logsetup import BUDGETED
 
 #: How long one file's budget of logged rejects lasts.
 MINUTE = 60.0
 
 log = logging.getLogger("honestyd.ingest")
+#: These lines keep their own budget ([limits] reject_log_per_minute): the generic repeat filter lets them pass.
+_BUDGETED = {BUDGETED: True}
 
 
 @dataclass
@@ -50,7 +53,7 @@ class RejectLog:
         if minute.logged < limit:
             minute.logged += 1
             where = f"{reject.path}:{reject.line}" if reject.line is not None else reject.path
-            self.log.warning("%s: rejected (%s): %s", where, reject.reason, reject.snippet[:80])
+            self.log.warning("%s: rejected (%s): %s", where, reject.reason, reject.snippet[:80], extra=_BUDGETED)
         else:
             minute.counted += 1
 
@@ -64,4 +67,5 @@ class RejectLog:
 
     def _summarise(self, path: str, minute: _Minute) -> None:
         if minute.counted:
-            self.log.warning("… and %d more rejected lines in %s in the last minute", minute.counted, path)
+            self.log.warning("… and %d more rejected lines in %s in the last minute", minute.counted, path,
+                             extra=_BUDGETED)

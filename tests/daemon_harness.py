@@ -117,10 +117,12 @@ def write_config(path: Path, extra: str = "", *, rescan: str = "2s", rescore: st
 
 @contextmanager
 def daemon(tmp: Path, root: Path, *, config: Path | None = None, clock_file: Path | None = None,
-           env: dict[str, str] | None = None, db: Path | None = None, user: str | None = None) -> Iterator[Running]:
+           env: dict[str, str] | None = None, db: Path | None = None, user: str | None = None,
+           preexec_fn: Callable[[], object] | None = None) -> Iterator[Running]:
     """Start ``honestyd run`` on ``root``; wait until /readyz answers; SIGKILL it if the test fails.
 
     ``user``: run it as this user (its own group, no other): a test run as root drops privileges this way.
+    ``preexec_fn`` runs in the child before the daemon starts (e.g. to lower its descriptor limit).
     """
     config = config or write_config(tmp / "config.toml")
     db = db or tmp / "honestyd.db"
@@ -137,7 +139,8 @@ def daemon(tmp: Path, root: Path, *, config: Path | None = None, clock_file: Pat
     environ = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
     environ.update(env or {})
     with log.open("w") as log_fh:
-        proc = subprocess.Popen(args, cwd=ROOT, stdout=log_fh, stderr=subprocess.STDOUT, text=True, env=environ)
+        proc = subprocess.Popen(args, cwd=ROOT, stdout=log_fh, stderr=subprocess.STDOUT, text=True, env=environ,
+                                preexec_fn=preexec_fn)
     running = Running(proc, port, root, db, config, log)
     try:
         wait_for(lambda: proc.poll() is not None or running.get("/readyz")[0] == 200, 30, "readiness")

@@ -79,3 +79,15 @@ def test_a_sweep_collects_cyclic_garbage_that_was_frozen() -> None:
     assert freezer.sweeps == 1
     assert garbage() is None
     assert not _tracked(kept)  # what survived the sweep is frozen again
+
+
+def test_after_an_audit_its_rows_are_frozen_young_cycles_collected_and_the_rows_still_freed() -> None:
+    freezer = Freezer(every=5.0, sweep_every=100.0, clock=Clock())
+    rows = [Node() for _ in range(1000)]  # an audit's rows: alive until it is answered, no cycles among them
+    first = weakref.ref(rows[0])
+    garbage = _cycle()
+    freezer.after_audit()
+    assert freezer.freezes == 1 and garbage() is None
+    assert not _tracked(rows[0])  # no collection walks them while the answer is built
+    del rows
+    assert first() is None  # answered: freed by reference counting, frozen or not

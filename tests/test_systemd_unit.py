@@ -117,6 +117,8 @@ def test_the_directives_the_daemon_relies_on() -> None:
     assert _service("RestartSec") == ["5"]
     # The exit statuses after which a restart fails the same way (daemon/lifecycle.py; docs/deploy.md, section 7).
     assert _service("RestartPreventExitStatus") == [" ".join(map(str, NO_RESTART))]
+    # Soft and hard: room for [api] max_connections and the store's, logs' and watcher's descriptors.
+    assert _service("LimitNOFILE") == ["8192"]
     assert _service("DynamicUser") == ["yes"]
     assert _service("StateDirectory") == ["honestyd"]  # where [store] path points
     assert _service("ConfigurationDirectory") == ["honestyd"]

@@ -1,9 +1,10 @@
-"""latency and memory: the real daemon (``python -m daemon.cli run``) as a subprocess.
+"""latency, memory and audits: the real daemon (``python -m daemon.cli run``) as a subprocess.
 
 One daemon run serves both parts: it starts on a copy of the cached ~1M-event, 200-agent store,
 its peak RSS is read once its first evaluation is served (memory), then events are appended to a
-live heartbeat file and /metrics is polled until each shows (latency). For memory's baseline a
-daemon on an empty state is started first.
+live heartbeat file and /metrics is polled until each shows (latency); then the same daemon is measured idle
+and under a crowd of audit clients (audits: bench/parts/audits.py). For memory's baseline a daemon on an empty
+state is started first.
 
 The daemon's clock is pinned to the simulated end (``--clock-file``, its test hook), so every
 window holds the simulated data, as it would for a daemon running alongside live agents.
@@ -29,6 +30,7 @@ from typing import Any
 from bench import BENCH_DIR
 from bench.core import PartResult, Settings, StepFailed, Target, die_with_parent, log, median, percentile
 from bench.data import Dataset, SimArgs, probe_line, remove_db
+from bench.parts.audits import audits_result, measure_audit_load
 from bench.profiling import top
 
 #: 200 agents, ~940k heartbeat events over 30 days (full) or ~31k over one day (quick).
@@ -286,12 +288,16 @@ class DaemonParts:
             ready = d.wait_ready(self._ready_timeout())
             assert d.proc is not None
             first = vm_status(d.proc.pid)
-            lat = None
+            lat = load = None
             if "latency" in self.parts:
                 duration = 10.0 if self.settings.quick else 60.0
                 catch_up = 10.0 if self.settings.quick else 30.0
                 log(f"  appending one event every 100 ms for {duration:.0f} s, polling /metrics every 5 ms")
                 lat = measure_latency(d, self.ds, duration, catch_up)
+            if "audits" in self.parts:
+                audits_started = time.monotonic()
+                load = measure_audit_load(d.port, db, self.ds, self.tmp, self.settings.python, self.settings.quick)
+                audits_seconds = time.monotonic() - audits_started
             last = vm_status(d.proc.pid)
         finally:
             d.stop(120 if self.profiles else 20)
@@ -303,6 +309,8 @@ class DaemonParts:
             results["latency"] = self._latency_result(lat, ready, seconds)
         if "memory" in self.parts:
             results["memory"] = self._memory_result(first, last, base, ready, seconds)
+        if load is not None:
+            results["audits"] = audits_result(load, audits_seconds, self.settings.quick, self.ds.args.key)
         if self.profiles and self.settings.profile:
             path = self.settings.profile_path(self.settings.profile)
             path.write_text(top(self.profiles))
