@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pwd
@@ -12,15 +13,20 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from collectors.rfc3339 import format_ts
 from tests.conftest import ROOT
+
+if TYPE_CHECKING:
+    from daemon.app import Daemon
 
 T = TypeVar("T")
 
@@ -158,3 +164,34 @@ def stop(running: Running, timeout: float = 10.0) -> tuple[int, float]:
     running.proc.send_signal(signal.SIGTERM)
     code = running.proc.wait(timeout)
     return code, time.monotonic() - start
+
+
+def probe(root: Path, rel: str, agent: str) -> IO[str]:
+    """Rewrite the Markdown file ``rel`` through a descriptor kept open: no file event, so only a rescan finds it."""
+    f = (root / rel).open("r+")
+    f.write(f"---\nagent: {agent}\nts: {format_ts(datetime.now(UTC))}\n---\nprobe {agent}\n")
+    f.flush()
+    return f
+
+
+def agents(d: Running) -> set[str]:
+    """The agents the running daemon lists (none while it cannot answer)."""
+    status, text = d.get("/v1/agents")
+    return set(json.loads(text)["agents"]) if status == 200 else set()
+
+
+@asynccontextmanager
+async def in_process(d: Daemon) -> AsyncIterator[Daemon]:
+    """Serve ``d`` in this process's loop until the block ends (its serve() error, if any, is raised)."""
+    task = asyncio.create_task(d.serve())
+    ready = asyncio.create_task(d.started.wait())
+    await asyncio.wait({task, ready}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        task.result()  # serve() failed: raise its error
+    assert d.started.is_set(), "the daemon did not start within 30 s"
+    try:
+        yield d
+    finally:
+        ready.cancel()
+        d.handle_exit()
+        await asyncio.wait_for(task, 30)

@@ -35,7 +35,7 @@ from daemon import safefile
 from daemon.config import Config
 from daemon.ingest import Ingester
 from daemon.store import Store
-from tests.daemon_harness import Running, daemon, stop, wait_for
+from tests.daemon_harness import Running, agents, daemon, probe, stop, wait_for
 
 TOKEN = "tok-andrew-5e1f"
 REVIEWERS = {"HONESTYD_REVIEWERS": f"andrew:{TOKEN}"}
@@ -199,19 +199,6 @@ def _watched_fifos(*paths: Path) -> Iterator[list[_Opened]]:
         assert opened == [], f"opened for reading: {opened}"
 
 
-def _probe(root: Path, agent: str) -> IO[str]:
-    """Rewrite ``briefs/probe.md`` through a descriptor kept open: only a rescan finds the change (no event)."""
-    f = (root / "briefs" / "probe.md").open("r+")
-    f.write(f"---\nagent: {agent}\nts: {format_ts(datetime.now(UTC))}\n---\nprobe {agent}\n")
-    f.flush()
-    return f
-
-
-def _agents(d: Running) -> set[str]:
-    status, text = d.get("/v1/agents")
-    return set(json.loads(text)["agents"]) if status == 200 else set()
-
-
 def test_fifos_as_logs_and_briefs_are_never_opened(tmp_path: Path) -> None:
     root = _state(tmp_path)
     (root / "briefs" / "probe.md").write_text("")
@@ -221,8 +208,8 @@ def test_fifos_as_logs_and_briefs_are_never_opened(tmp_path: Path) -> None:
                 tmp_path, root) as d, _watched_fifos(root / "heartbeats" / "late.jsonl", root / "briefs" / "late.md"):
             _ingest_goes_on(d, "ada-after-fifos")  # the watcher's events for the new FIFOs were handled
             for agent in ("zed", "yan"):  # two rescans walked past all four
-                held.append(_probe(root, agent))
-                wait_for(lambda a=agent: a in _agents(d), 15, f"a rescan finding {agent}")  # type: ignore[misc]
+                held.append(probe(root, "briefs/probe.md", agent))
+                wait_for(lambda a=agent: a in agents(d), 15, f"a rescan finding {agent}")  # type: ignore[misc]
             assert d.get("/readyz")[0] == 200
             _stops_promptly(d)
     finally:

@@ -42,7 +42,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -57,7 +57,7 @@ from daemon.config import Config, GitHub
 from daemon.config import Daemon as DaemonSettings
 from daemon.store import Gate, Store
 from tests.conftest import HONESTYD, ROOT
-from tests.daemon_harness import free_port, wait_for, write_config
+from tests.daemon_harness import free_port, in_process, wait_for, write_config
 
 SEED = 20260602
 TRIALS = 20
@@ -265,21 +265,8 @@ def _config(root: Path, db: Path, *, rescan: float = 1.0) -> Config:
     return Config(state_root=root, db_path=db, github=GitHub(repo="acme/app"), daemon=settings)
 
 
-@contextlib.asynccontextmanager
-async def _serving(config: Config, overrides: Overrides | None = None) -> AsyncIterator[Daemon]:
-    d = Daemon(config, environ={}, overrides=overrides or Overrides())
-    task = asyncio.create_task(d.serve())
-    ready = asyncio.create_task(d.started.wait())
-    await asyncio.wait({task, ready}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        task.result()  # serve() failed: raise its error
-    assert d.started.is_set(), "the daemon did not start within 30 s"
-    try:
-        yield d
-    finally:
-        ready.cancel()
-        d.handle_exit()
-        await asyncio.wait_for(task, 30)
+def _serving(config: Config, overrides: Overrides | None = None) -> contextlib.AbstractAsyncContextManager[Daemon]:
+    return in_process(Daemon(config, environ={}, overrides=overrides or Overrides()))
 
 
 async def _until(predicate: Callable[[], object], timeout: float, what: str) -> float:

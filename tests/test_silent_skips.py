@@ -37,7 +37,7 @@ from collectors.rfc3339 import format_ts
 from daemon.config import Config
 from daemon.ingest import Ingester
 from daemon.store import Store
-from tests.daemon_harness import Running, daemon, stop, wait_for, write_config
+from tests.daemon_harness import Running, agents, daemon, probe, stop, wait_for, write_config
 
 
 def _line(eid: str, agent: str) -> str:
@@ -70,19 +70,6 @@ def _give(base: Path, user: str | None) -> None:
         os.chown(path, account.pw_uid, account.pw_gid, follow_symlinks=False)
 
 
-def _probe(root: Path, agent: str) -> IO[str]:
-    """Rewrite ``findings/probe.md`` through a descriptor kept open: only a rescan finds it (no event)."""
-    f = (root / "findings" / "probe.md").open("r+")
-    f.write(f"---\nagent: {agent}\nts: {format_ts(datetime.now(UTC))}\n---\nprobe\n")
-    f.flush()
-    return f
-
-
-def _agents(d: Running) -> set[str]:
-    status, text = d.get("/v1/agents")
-    return set(json.loads(text)["agents"]) if status == 200 else set()
-
-
 def _warnings(d: Running, what: str) -> int:
     return sum(1 for line in d.logs().splitlines() if " WARNING " in line and f"{what}: cannot be read" in line)
 
@@ -107,17 +94,17 @@ def test_an_unreadable_log_and_folder_are_logged_once_counted_and_read_once_read
         with daemon(base, root, config=config, user=user) as d:
             wait_for(lambda: d.metric("honesty_unreadable_files") == 2, 15, "both counted")
             for agent in ("zed", "yan"):  # two rescans more: still unreadable, not logged again
-                held.append(_probe(root, agent))
-                wait_for(lambda a=agent: a in _agents(d), 15, f"a rescan finding {agent}")  # type: ignore[misc]
+                held.append(probe(root, "findings/probe.md", agent))
+                wait_for(lambda a=agent: a in agents(d), 15, f"a rescan finding {agent}")  # type: ignore[misc]
             assert (_warnings(d, "heartbeats/bob.jsonl"), _warnings(d, "briefs")) == (1, 1), d.logs()
             assert "Permission denied" in d.logs()
             assert d.metric("honesty_unreadable_files") == 2
             assert d.metric("honesty_ingest_records_total", source="heartbeats") == 3
-            assert not {"bob", "carol"} & _agents(d)
+            assert not {"bob", "carol"} & agents(d)
             locked_log.chmod(0o644)
             (root / "briefs").chmod(0o755)
             # No event tells of a chmod: the next rescan reads them.
-            wait_for(lambda: {"bob", "carol"} <= _agents(d), 15, "both read at the next rescan")
+            wait_for(lambda: {"bob", "carol"} <= agents(d), 15, "both read at the next rescan")
             wait_for(lambda: d.metric("honesty_unreadable_files") == 0, 15, "the gauge back to 0")
             assert d.metric("honesty_ingest_records_total", source="heartbeats") == 5
             assert "heartbeats/bob.jsonl: readable again" in d.logs()
@@ -142,14 +129,14 @@ def test_a_folder_that_becomes_unreadable_keeps_its_decisions(unprivileged: tupl
     held: list[IO[str]] = []
     try:
         with daemon(base, root, config=config, user=user) as d:
-            wait_for(lambda: "carol" in _agents(d), 15, "the brief read")
+            wait_for(lambda: "carol" in agents(d), 15, "the brief read")
             assert d.metric("honesty_unreadable_files") == 0
             (root / "briefs").chmod(0o000)
             for agent in ("zed", "yan"):
-                held.append(_probe(root, agent))
-                wait_for(lambda a=agent: a in _agents(d), 15, f"a rescan finding {agent}")  # type: ignore[misc]
+                held.append(probe(root, "findings/probe.md", agent))
+                wait_for(lambda a=agent: a in agents(d), 15, f"a rescan finding {agent}")  # type: ignore[misc]
             assert d.metric("honesty_unreadable_files") == 1 and _warnings(d, "briefs") == 1
-            assert "carol" in _agents(d) and not re.search(r"[1-9][0-9]* deletions", d.logs()), d.logs()
+            assert "carol" in agents(d) and not re.search(r"[1-9][0-9]* deletions", d.logs()), d.logs()
             code, _ = stop(d)
             assert code == 0, d.logs()
     finally:
