@@ -23,7 +23,6 @@ from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
-from prometheus_client import CollectorRegistry
 
 from collectors.jsonl import LABEL_VALUES
 from collectors.rfc3339 import TimestampError, format_ts, parse_ts
@@ -44,9 +43,6 @@ class Backend(Protocol):
 
     @property
     def config(self) -> Config: ...
-
-    @property
-    def registry(self) -> CollectorRegistry: ...
 
     @property
     def unready(self) -> str | None: ...
@@ -324,10 +320,9 @@ class _MetricsCache:
     """The ``/metrics`` body, rendered once per snapshot instead of once per scrape, and incrementally.
 
     The body is a pure function of the snapshot (see daemon/metrics.py: no I/O, no clock), and a snapshot is
-    immutable and swapped in whole, so the same snapshot object always renders the same bytes. 1,000 concurrent
-    scrapes each rendering it once stalled the loop for ~50 s; rendering all of it for each new snapshot cost
-    ~1 s at 1,000 agents. :class:`~daemon.metrics.SnapshotRenderer` re-renders only the agents whose results
-    changed since the last body.
+    immutable and swapped in whole, so the same snapshot object always renders the same bytes: concurrent scrapes
+    of one snapshot share one render (docs/performance.md has what rendering per scrape cost).
+    :class:`~daemon.metrics.SnapshotRenderer` re-renders only the agents whose results changed since the last body.
     """
 
     def __init__(self) -> None:
@@ -342,7 +337,7 @@ class _MetricsCache:
 
         snap = backend.snapshot
         if snap is None or snap is not self.snapshot:
-            self.rendered, self.snapshot = (self.renderer.render(snap), CONTENT_TYPE), snap
+            self.rendered, self.snapshot = (self.renderer.exposition(snap), CONTENT_TYPE), snap
         return self.rendered
 
 

@@ -51,7 +51,7 @@ from daemon.changelog import INTRO, append_entries, digest_entry, drop_entries
 from daemon.config import Config
 from daemon.ingest import Ingester
 from daemon.limits import name_bytes
-from daemon.metrics import label_value, make_registry, render
+from daemon.metrics import CONTENT_TYPE, SnapshotRenderer, label_value
 from daemon.pages import audit_page, index_page, methodology_page
 from daemon.snapshot import Snapshot, build_snapshot
 from daemon.store import Store
@@ -252,7 +252,7 @@ def test_pages_render_hostile_content_as_text(snap: Snapshot, state: Path) -> No
 
 
 def test_metrics_parse_back_and_lint_clean(snap: Snapshot) -> None:
-    body, content_type = render(make_registry(lambda: snap))
+    body, content_type = SnapshotRenderer().exposition(snap), CONTENT_TYPE
     assert content_type.startswith("text/plain; version=0.0.4")
     families = {f.name: f for f in text_string_to_metric_families(body.decode("utf-8"))}
     decisions = families["honesty_window_decisions"]
