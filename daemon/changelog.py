@@ -45,7 +45,7 @@ from urllib.parse import quote
 from collectors.rfc3339 import format_duration, format_ts
 from daemon import limits, safefile
 from daemon.config import COMPONENTS, Config, Phrases, Signal
-from daemon.pages import agent_href
+from daemon.http.urls import agent_href
 from daemon.snapshot import Snapshot
 from scorers.score import AgentResult, WindowResult, display_percent
 

@@ -338,7 +338,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     from daemon.store import Store
     from daemon.tuning import latest_time
-    from scorers.history import counts_at, render
+    from scorers.history import counts_at, history_points
 
     config = _load_config_or_exit(Path(args.config) if args.config else None)
     version = args.weights or config.weights_for(args.agent)[0]
@@ -367,7 +367,7 @@ def cmd_history(args: argparse.Namespace) -> int:
             counts = store.history(args.agent)
             if not counts and not store.has_agent(args.agent):
                 raise UsageError(f"agent {args.agent!r}: no records by this agent in {args.db}")
-    points = [p for p in render(counts, config.weights_versions[version], config.scoring.min_decisions)
+    points = [p for p in history_points(counts, config.weights_versions[version], config.scoring.min_decisions)
               if p.window == window]
     if args.json:
         print(json.dumps({"agent": args.agent, "window": window, "weights_version": version, "points": [
