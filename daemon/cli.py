@@ -326,10 +326,10 @@ def cmd_store_rebuild(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     """Fit weights to reviewer labels; ``--apply VERSION`` writes them to the weights file."""
-    from daemon import tuning
+    from daemon import tune_apply
 
     config = _load_config_or_exit(Path(args.config) if args.config else None)
-    return tuning.main(args, load_records(args, config), config)
+    return tune_apply.main(args, load_records(args, config), config)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -337,7 +337,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     from datetime import timedelta
 
     from daemon.store import Store
-    from daemon.tuning import latest_time
+    from daemon.tune_apply import latest_time
     from scorers.history import counts_at, history_points
 
     config = _load_config_or_exit(Path(args.config) if args.config else None)
@@ -510,7 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_verify)
 
-    from daemon.tuning import FLOOR
+    from daemon.tune_apply import FLOOR
 
     p = sub.add_parser("tune", help="fit weights to reviewer labels (constrained least squares)")
     _add_source(p)
