@@ -193,9 +193,10 @@ def task_scrape(args: Args) -> Args:
     from collectors.batch import scan_state
     from collectors.rfc3339 import parse_ts
     from daemon.config import load_config
-    from daemon.metrics import SnapshotRenderer, make_registry, render
+    from daemon.metrics import SnapshotRenderer
     from daemon.snapshot import Counters, build_snapshot
     from scorers.context import Records
+    from tests.metrics_reference import reference_exposition
 
     config = load_config(Path(args["config"]))
     scan = scan_state(Path(args["state"]), config)
@@ -216,10 +217,10 @@ def task_scrape(args: Args) -> Args:
     names = sorted({a for w in snap.windows.values() for a in w.agents})
     renderer = SnapshotRenderer()
     t0 = time.perf_counter()
-    body = renderer.render(snap)  # every agent: what the first scrape after a start pays
+    body = renderer.exposition(snap)  # every agent: what the first scrape after a start pays
     first = time.perf_counter() - t0
     t0 = time.perf_counter()
-    render(make_registry(lambda: snap))  # the same body by prometheus_client alone: the baseline
+    reference_exposition(snap)  # the same body by prometheus_client's generate_latest: the baseline
     whole = time.perf_counter() - t0
     nxt = snap
     sqlite3.connect = refuse  # type: ignore[assignment]
@@ -235,7 +236,7 @@ def task_scrape(args: Args) -> Args:
                     # event; built outside the timing, as the daemon builds it before any scrape.
                     nxt = _one_agent_changed(snap, names[len(times) % len(names)], len(times))
                     t0 = time.perf_counter()
-                    body = renderer.render(nxt)  # the body every scrape of this snapshot is then served
+                    body = renderer.exposition(nxt)  # the body every scrape of this snapshot is then served
                     times.append(time.perf_counter() - t0)
                 reps.append(times)
     finally:
@@ -244,7 +245,7 @@ def task_scrape(args: Args) -> Args:
     return {"reps": reps, "agents": agents, "events": len(records.events), "body_bytes": len(body),
             "series": series, "sql_attempts": sql_attempts, "store_module_loaded": "daemon.store" in sys.modules,
             "first_render_s": first, "generate_latest_s": whole,
-            "identical": float(body == render(make_registry(lambda: nxt))[0])}
+            "identical": float(body == reference_exposition(nxt))}
 
 
 def _one_agent_changed(snap: Any, agent: str, k: int) -> Any:

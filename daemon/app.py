@@ -32,7 +32,6 @@ from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_J
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
-from prometheus_client import CollectorRegistry
 from watchdog.events import (
     DirCreatedEvent,
     DirDeletedEvent,
@@ -56,7 +55,6 @@ from daemon.ingest import Clock, Ingester, IngestStats, store_full, system_clock
 from daemon.lifecycle import StartupError
 from daemon.limits import Exported, HeldBackLog
 from daemon.live import LiveFeed
-from daemon.metrics import make_registry
 from daemon.notify import Notifier
 from daemon.snapshot import Counters, Snapshot
 from daemon.store import Gate, Store, quick_check
@@ -241,7 +239,6 @@ class Daemon:
         self.force_exit = False
         self.reload_requested = False
         self._snapshot: Snapshot | None = None
-        self.registry: CollectorRegistry = make_registry(lambda: self._snapshot)
         self.ingest_records: Counter[str] = Counter()
         self.ingest_rejects: Counter[tuple[str, str]] = Counter()
         self.checks: Counter[str] = Counter()

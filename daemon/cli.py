@@ -326,10 +326,10 @@ def cmd_store_rebuild(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     """Fit weights to reviewer labels; ``--apply VERSION`` writes them to the weights file."""
-    from daemon import tuning
+    from daemon import tune_apply
 
     config = _load_config_or_exit(Path(args.config) if args.config else None)
-    return tuning.main(args, load_records(args, config), config)
+    return tune_apply.main(args, load_records(args, config), config)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -337,8 +337,8 @@ def cmd_history(args: argparse.Namespace) -> int:
     from datetime import timedelta
 
     from daemon.store import Store
-    from daemon.tuning import latest_time
-    from scorers.history import counts_at, render
+    from daemon.tune_apply import latest_time
+    from scorers.history import counts_at, history_points
 
     config = _load_config_or_exit(Path(args.config) if args.config else None)
     version = args.weights or config.weights_for(args.agent)[0]
@@ -367,7 +367,7 @@ def cmd_history(args: argparse.Namespace) -> int:
             counts = store.history(args.agent)
             if not counts and not store.has_agent(args.agent):
                 raise UsageError(f"agent {args.agent!r}: no records by this agent in {args.db}")
-    points = [p for p in render(counts, config.weights_versions[version], config.scoring.min_decisions)
+    points = [p for p in history_points(counts, config.weights_versions[version], config.scoring.min_decisions)
               if p.window == window]
     if args.json:
         print(json.dumps({"agent": args.agent, "window": window, "weights_version": version, "points": [
@@ -510,7 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_verify)
 
-    from daemon.tuning import FLOOR
+    from daemon.tune_apply import FLOOR
 
     p = sub.add_parser("tune", help="fit weights to reviewer labels (constrained least squares)")
     _add_source(p)

@@ -1,10 +1,11 @@
 """Which agents get per-agent series (``[limits]``): a bound on what a log full of agent names can cost.
 
-Every agent a log names costs about 64 series per window in /metrics, rows in the daily history and
-lines in the changelog's digest. A log naming 100,000 agents made /metrics hundreds of megabytes. So the
-daemon exports at most ``max_agents`` agents, those with the most recent decisions (ties: by name), and
-never one whose name is longer than ``max_agent_name`` UTF-8 bytes. The others are still scored and
-shown by the API and pages; ``honesty_agents_over_limit`` says how many are held back, by reason.
+Every agent a log names costs a few dozen series per window in /metrics, rows in the daily history and
+lines in the changelog's digest, so without a bound /metrics grows with whatever the logs name
+(docs/performance.md, "Many agents"). The daemon exports at most ``max_agents`` agents, those with the most
+recent decisions (ties: by name), and never one whose name is longer than ``max_agent_name`` UTF-8 bytes.
+The others are still scored and shown by the API and pages; ``honesty_agents_over_limit`` says how many are
+held back, by reason.
 
 :func:`select` is pure and runs once per evaluation (the daemon's, or :func:`daemon.snapshot.build_snapshot`);
 scrapes only read its result from the snapshot. :class:`HeldBackLog` names each agent once in the log.

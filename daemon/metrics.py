@@ -1,20 +1,23 @@
 """Prometheus exposition of the published :class:`~daemon.snapshot.Snapshot` (spec sections 4 and 6).
 
-:class:`HonestyCollector` turns whatever snapshot its ``source`` returns into metric families at
-scrape time. It does no I/O, no SQL and reads no clock, so a scrape costs only the conversion and
-always shows one consistent evaluation. :func:`render` gives the body and content type that an
-aiohttp ``/metrics`` handler sends.
+:class:`SnapshotRenderer` writes the ``/metrics`` body of a snapshot in the text format 0.0.4, byte for byte
+what prometheus_client's ``generate_latest`` writes for the same families (tests/metrics_reference.py holds
+that reference, and the tests compare the two). It does no I/O, no SQL and reads no clock, so a body shows one
+consistent evaluation. Nearly all of a body is per-agent samples, and the scoring model keeps an agent's result
+object until the agent changes, so each (agent, window) is written once and its lines reused while its result
+stays the same object; the few dozen other samples are written afresh for every snapshot.
+
+The samples themselves come from the functions below (:func:`agent_samples`, :func:`weight_samples`,
+:func:`snapshot_samples`) into any :class:`Sink`: the renderer's lines, or the reference's metric families.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Protocol
-
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.utils import floatToGoString
+from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
+from typing import NamedTuple, Protocol
 
 from collectors.evals import HONESTY_FIELDS
 from collectors.records import EvalReport
@@ -22,21 +25,18 @@ from daemon import __version__
 from daemon.config import COMPONENTS
 from daemon.limits import Exported
 from daemon.snapshot import Counters, Snapshot
-from scorers.score import AgentResult, ComponentResult
+from scorers.score import AgentResult
 
 #: The classic text format. Spelled out rather than imported because prometheus_client's
 #: ``CONTENT_TYPE_LATEST`` became 1.0.0 in 0.26, and the 0.0.4 constant is missing before 0.22.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-Source = Callable[[], Snapshot | None]
-Family = CounterMetricFamily | GaugeMetricFamily
 
 _W = ("agent", "window")
 _C = ("agent", "window", "component")
 _B = ("model", "agent")
 
 #: name → (type, HELP, label names) of every family whose name is known before a scrape. Counter
-#: names lack ``_total``: CounterMetricFamily appends it to the exposed sample.
+#: names lack ``_total``, which the exposition appends (as prometheus_client does).
 _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "honesty_build_info": ("gauge", "honestyd build; always 1.", ("version",)),
     "honesty_last_evaluation_timestamp_seconds": (
@@ -100,6 +100,23 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _FIGURE = re.compile(r"[a-z][a-z0-9_]*")
 
 
+class Family(NamedTuple):
+    """One metric family: its declared name (a counter's without ``_total``), type, HELP text and label names."""
+
+    name: str
+    kind: str
+    doc: str
+    labels: tuple[str, ...]
+
+    @property
+    def exposed(self) -> str:
+        """The name its HELP, TYPE and samples carry: a counter's with ``_total``."""
+        return f"{self.name}_total" if self.kind == "counter" else self.name
+
+
+_FIXED = {name: Family(name, kind, doc, labels) for name, (kind, doc, labels) in _FAMILIES.items()}
+
+
 def benchmark_metric(key: str) -> str | None:
     """The metric name of a report's ``honesty`` figure (``taskMean`` → ``honesty_benchmark_task_mean``).
 
@@ -109,13 +126,25 @@ def benchmark_metric(key: str) -> str | None:
     return f"honesty_benchmark_{snake}" if _FIGURE.fullmatch(snake) else None
 
 
+def figure_family(key: str) -> Family | None:
+    """The family of a report's ``honesty`` figure; None for a key :func:`benchmark_metric` refuses."""
+    name = benchmark_metric(key)
+    # A figure named like a fixed family (say ``tasks``) would add a second, differently meant series to it.
+    if name is None or name in _FAMILIES:
+        return None
+    return Family(name, "gauge", f"Figure honesty.{key} of the latest benchmark-honesty report of the model.", _B)
+
+
+#: Every family known by name, in exposition order, so its HELP and TYPE show even without samples yet.
+DECLARED: tuple[Family, ...] = (*_FIXED.values(), *(f for f in map(figure_family, HONESTY_FIELDS) if f is not None))
+
+
 def label_value(value: str) -> str:
     """A label value that can be encoded as UTF-8.
 
-    A JSON ``"\\ud800"`` decodes to a lone surrogate, which generate_latest cannot encode: the
-    whole scrape would fail. backslashreplace keeps two such names distinct, so they cannot
-    collapse into one duplicate series. Quotes, backslashes and newlines are left to
-    prometheus_client, which escapes them.
+    A JSON ``"\\ud800"`` decodes to a lone surrogate, which UTF-8 cannot encode: the whole scrape would
+    fail. backslashreplace keeps two such names distinct, so they cannot collapse into one duplicate
+    series. Quotes, backslashes and newlines are escaped by the exposition itself.
     """
     return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
@@ -126,57 +155,40 @@ def short_weight(weight: float) -> str:
     return short if float(short) == weight else repr(weight)
 
 
-class _Families:
-    """The families of one scrape, created on first use and yielded in declaration order."""
+class Sink(Protocol):
+    """Where samples go: the renderer's text lines, or (in the tests) prometheus_client's families."""
 
-    def __init__(self) -> None:
-        self._families: dict[str, Family] = {}
-
-    def declare(self, name: str, kind: str, doc: str, labels: Sequence[str]) -> Family:
-        family = self._families.get(name)
-        if family is None:
-            family = (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(name, doc, labels=labels)
-            self._families[name] = family
-        return family
-
-    def add(self, name: str, labels: Sequence[str], value: float) -> None:
-        kind, doc, names = _FAMILIES[name]
-        self.add_to(self.declare(name, kind, doc, names), labels, value)
-
-    @staticmethod
-    def add_to(family: Family, labels: Sequence[str], value: float) -> None:
-        family.add_metric([label_value(v) for v in labels], float(value))
-
-    def __iter__(self) -> Iterator[Metric]:
-        return iter(self._families.values())
+    def add(self, family: Family, labels: Sequence[str], value: float) -> None:
+        """One sample of ``family`` with these label values (in the order of ``family.labels``)."""
 
 
-class _Sink(Protocol):
-    def add(self, name: str, labels: Sequence[str], value: float) -> None: ...
-
-
-def _agent_series(out: _Sink, window: str, a: AgentResult) -> None:
+def agent_samples(out: Sink, window: str, a: AgentResult) -> None:
+    """The per-agent samples of one agent in one window."""
     key = (a.agent, window)
-    out.add("honesty_window_decisions", key, a.decisions)
-    out.add("honesty_score_sufficient", key, 0 if a.insufficient else 1)
-    out.add("honesty_false_gaps", key, a.false_gaps)
-    out.add("honesty_coverage", key, a.coverage)
+    f = _FIXED
+    out.add(f["honesty_window_decisions"], key, a.decisions)
+    out.add(f["honesty_score_sufficient"], key, 0 if a.insufficient else 1)
+    out.add(f["honesty_false_gaps"], key, a.false_gaps)
+    out.add(f["honesty_coverage"], key, a.coverage)
     # Spec 4: an INSUFFICIENT score shows no number, so the series is absent rather than 0.
     if not a.insufficient and a.score is not None:
-        out.add("honesty_score", key, a.score)
+        out.add(f["honesty_score"], key, a.score)
     if a.interval is not None:
-        out.add("honesty_score_lower", key, a.interval[0])
-        out.add("honesty_score_upper", key, a.interval[1])
+        out.add(f["honesty_score_lower"], key, a.interval[0])
+        out.add(f["honesty_score_upper"], key, a.interval[1])
     for component in COMPONENTS:
         result = a.components[component]
         ckey = (a.agent, window, component)
         if result.ratio is not None:
-            out.add("honesty_component_ratio", ckey, result.ratio)
-        out.add("honesty_component_counted", ckey, result.counted)
-        out.add("honesty_component_pending", ckey, result.pending)
+            out.add(f["honesty_component_ratio"], ckey, result.ratio)
+        out.add(f["honesty_component_counted"], ckey, result.counted)
+        out.add(f["honesty_component_pending"], ckey, result.pending)
 
 
-def _weight_rows(snapshot: Snapshot) -> tuple[tuple[str, str, tuple[float, ...]], ...]:
+WeightRows = tuple[tuple[str, str, tuple[float, ...]], ...]
+
+
+def weight_rows(snapshot: Snapshot) -> WeightRows:
     """(agent, version, weights) of honesty_weights_info: the active version (agent ""), then each agent."""
     config = snapshot.config
     used: dict[str, tuple[str, tuple[float, ...]]] = {}
@@ -188,12 +200,13 @@ def _weight_rows(snapshot: Snapshot) -> tuple[tuple[str, str, tuple[float, ...]]
     return tuple(rows)
 
 
-def _weights(out: _Families, rows: Iterable[tuple[str, str, tuple[float, ...]]]) -> None:
+def weight_samples(out: Sink, rows: Iterable[tuple[str, str, tuple[float, ...]]]) -> None:
+    """One honesty_weights_info sample per row of :func:`weight_rows`."""
     for agent, version, weights in rows:
-        out.add("honesty_weights_info", (version, agent, *map(short_weight, weights)), 1)
+        out.add(_FIXED["honesty_weights_info"], (version, agent, *map(short_weight, weights)), 1)
 
 
-def _counters(out: _Families, counters: Counters) -> None:
+def _counters(out: Sink, counters: Counters) -> None:
     simple: tuple[tuple[str, Mapping[str, int]], ...] = (
         ("honesty_ingest_records", counters.ingest_records),
         ("honesty_citation_checks", counters.checks),
@@ -202,37 +215,20 @@ def _counters(out: _Families, counters: Counters) -> None:
     )
     for name, values in simple:
         for key, count in sorted(values.items()):
-            out.add(name, (key,), count)
+            out.add(_FIXED[name], (key,), count)
     for (source, reason), count in sorted(counters.ingest_rejects.items()):
-        out.add("honesty_ingest_rejects", (source, reason), count)
+        out.add(_FIXED["honesty_ingest_rejects"], (source, reason), count)
     if counters.store_full:  # like the labelled counters, a sample from its first increment on
-        out.add("honesty_store_full", (), counters.store_full)
+        out.add(_FIXED["honesty_store_full"], (), counters.store_full)
     if counters.lost_lines:
-        out.add("honesty_ingest_lost_lines", (), counters.lost_lines)
+        out.add(_FIXED["honesty_ingest_lost_lines"], (), counters.lost_lines)
     if counters.lost_bytes:
-        out.add("honesty_ingest_lost_bytes", (), counters.lost_bytes)
+        out.add(_FIXED["honesty_ingest_lost_bytes"], (), counters.lost_bytes)
     if counters.unreadable_files is not None:  # a gauge of the daemon's: 0 is news too (all readable again)
-        out.add("honesty_unreadable_files", (), counters.unreadable_files)
+        out.add(_FIXED["honesty_unreadable_files"], (), counters.unreadable_files)
 
 
-def _figure_family(out: _Families, key: str) -> Family | None:
-    name = benchmark_metric(key)
-    # A figure named like a fixed family (say ``tasks``) would add a second, differently meant series to it.
-    if name is None or name in _FAMILIES:
-        return None
-    doc = f"Figure honesty.{key} of the latest benchmark-honesty report of the model."
-    return out.declare(name, "gauge", doc, _B)
-
-
-def _declare_all(out: _Families) -> None:
-    """Declare every family known by name, so its HELP and TYPE show even without samples yet."""
-    for name, (kind, doc, labels) in _FAMILIES.items():
-        out.declare(name, kind, doc, labels)
-    for key in HONESTY_FIELDS:
-        _figure_family(out, key)
-
-
-def _benchmarks(out: _Families, evals: Iterable[EvalReport], models: Mapping[str, str], exported: Exported) -> None:
+def _benchmarks(out: Sink, evals: Iterable[EvalReport], models: Mapping[str, str], exported: Exported) -> None:
     latest: dict[str, EvalReport] = {}
     for report in sorted(evals, key=lambda r: r.path):
         latest[report.model] = report  # later path wins (spec: the last report by path)
@@ -245,141 +241,107 @@ def _benchmarks(out: _Families, evals: Iterable[EvalReport], models: Mapping[str
             for name, value in (("honesty_benchmark_tasks", report.tasks), ("honesty_benchmark_ci_low", report.ci_low),
                                 ("honesty_benchmark_ci_high", report.ci_high)):
                 if value is not None:
-                    out.add(name, (model, agent), value)
+                    out.add(_FIXED[name], (model, agent), value)
             for key, value in report.honesty.items():
-                family = _figure_family(out, key)
+                family = figure_family(key)
                 if family is not None:
-                    out.add_to(family, (model, agent), value)
+                    out.add(family, (model, agent), value)
 
 
-def snapshot_families(snapshot: Snapshot | None, *, agents: bool = True) -> list[Metric]:
-    """Every metric family for one snapshot; before the first evaluation only ``honesty_build_info``.
+def build_info_sample(out: Sink, version: str = __version__) -> None:
+    """honesty_build_info: the one sample before the first evaluation, and the first of every body after it."""
+    out.add(_FIXED["honesty_build_info"], (version,), 1)
 
-    ``agents=False`` leaves the per-agent families declared but empty (:class:`SnapshotRenderer` fills them).
-    """
-    out = _Families()
-    if snapshot is None:
-        out.add("honesty_build_info", (__version__,), 1)
-        return list(out)
-    _declare_all(out)
-    out.add("honesty_build_info", (snapshot.version,), 1)
-    out.add("honesty_last_evaluation_timestamp_seconds", (), snapshot.at.timestamp())
-    if agents:
-        for window, result in snapshot.windows.items():
-            for _, a in snapshot.exported.items(result.agents):
-                _agent_series(out, window, a)
-        _weights(out, _weight_rows(snapshot))
+
+def snapshot_samples(out: Sink, snapshot: Snapshot) -> None:
+    """Every sample of ``snapshot`` but the per-agent ones and honesty_weights_info (whose lines are reused)."""
+    build_info_sample(out, snapshot.version)
+    out.add(_FIXED["honesty_last_evaluation_timestamp_seconds"], (), snapshot.at.timestamp())
     _counters(out, snapshot.counters)
     if snapshot.model is not None:
-        out.add("honesty_model_records", (), snapshot.model[0])
-        out.add("honesty_model_ids_let_go", (), snapshot.model[1])
+        out.add(_FIXED["honesty_model_records"], (), snapshot.model[0])
+        out.add(_FIXED["honesty_model_ids_let_go"], (), snapshot.model[1])
     for reason, count in snapshot.exported.over_limit().items():
-        out.add("honesty_agents_over_limit", (reason,), count)
+        out.add(_FIXED["honesty_agents_over_limit"], (reason,), count)
     if snapshot.labels_unmatched is not None:
-        out.add("honesty_labels_unmatched", (), snapshot.labels_unmatched)
+        out.add(_FIXED["honesty_labels_unmatched"], (), snapshot.labels_unmatched)
     _benchmarks(out, snapshot.evals, snapshot.config.benchmark_models, snapshot.exported)
-    return list(out)
 
 
-class HonestyCollector:
-    """A custom collector exporting the latest snapshot that ``source`` returns."""
-
-    def __init__(self, source: Source) -> None:
-        self._source = source
-
-    def collect(self) -> Iterable[Metric]:
-        """The families of the current snapshot (read once, so one scrape shows one evaluation)."""
-        return snapshot_families(self._source())
-
-    def describe(self) -> Iterable[Metric]:
-        """The families known by name, so a registry refuses a clashing collector at ``register``."""
-        out = _Families()
-        _declare_all(out)
-        return list(out)
+# --- the text format
 
 
-def make_registry(source: Source, registry: CollectorRegistry | None = None) -> CollectorRegistry:
-    """Register a :class:`HonestyCollector` for ``source`` into ``registry`` (a fresh one by default)."""
-    registry = CollectorRegistry() if registry is None else registry
-    registry.register(HonestyCollector(source))
-    return registry
+def sample_value(value: float) -> str:
+    """A sample value as the text format writes it (the Go client's way: ``+Inf``, ``1.5e+08``; else the repr)."""
+    d = float(value)
+    if d == math.inf:
+        return "+Inf"
+    if d == -math.inf:
+        return "-Inf"
+    if math.isnan(d):
+        return "NaN"
+    s = repr(d)
+    dot = s.find(".")
+    if d > 0 and dot > 6:  # Go writes an exponent sooner than Python does
+        mantissa = f"{s[0]}.{s[1:dot]}{s[dot + 1:]}".rstrip("0.")
+        return f"{mantissa}e+{dot - 1:02d}"
+    return s
 
 
-class _Fixed:
-    """A collector of families built beforehand (to hand them to generate_latest)."""
-
-    def __init__(self, families: list[Metric]) -> None:
-        self.families = families
-
-    def collect(self) -> Iterable[Metric]:
-        return self.families
-
-
-def _exposition(families: list[Metric]) -> str:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Fixed(families))
-    return generate_latest(registry).decode("utf-8")
-
-
-def _label(value: str) -> str:
+def _escaped(value: str) -> str:
     return label_value(value).replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
 
 
+def _header(family: Family) -> str:
+    doc = family.doc.replace("\\", r"\\").replace("\n", r"\n")
+    return f"# HELP {family.exposed} {doc}\n# TYPE {family.exposed} {family.kind}\n"
+
+
+_HEADERS = {family.name: _header(family) for family in DECLARED}
+
+
 class _Lines:
-    """Sample lines in the text format, written directly (what generate_latest writes for a gauge sample)."""
+    """Sample lines in the text format, by family name, and the families met that are not in :data:`DECLARED`."""
 
     def __init__(self) -> None:
         self.lines: dict[str, list[str]] = {}
+        self.extra: dict[str, Family] = {}
         self._labels: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}  # one agent's few label sets
 
-    def add(self, name: str, labels: Sequence[str], value: float) -> None:
-        names = _FAMILIES[name][2]
-        key = (names, tuple(labels))
+    def add(self, family: Family, labels: Sequence[str], value: float) -> None:
+        key = (family.labels, tuple(labels))
         text = self._labels.get(key)
         if text is None:
-            pairs = sorted(zip(names, labels, strict=True))
-            text = self._labels[key] = ",".join(f'{k}="{_label(v)}"' for k, v in pairs)
-        number: str = floatToGoString(float(value))  # type: ignore[no-untyped-call]
-        self.lines.setdefault(name, []).append(f"{name}{{{text}}} {number}\n")
+            pairs = sorted(zip(family.labels, labels, strict=True))
+            text = self._labels[key] = ("{" + ",".join(f'{k}="{_escaped(v)}"' for k, v in pairs) + "}") if pairs else ""
+        if family.name not in _HEADERS:  # a report's figure not among HONESTY_FIELDS: declared on its first sample
+            self.extra.setdefault(family.name, family)
+        self.lines.setdefault(family.name, []).append(f"{family.exposed}{text} {sample_value(value)}\n")
 
 
-#: An agent whose lines exercise every family and every escape (the direct formatter is checked against it).
-_PROBE = AgentResult(
-    agent='p"r\\o\nbe \ud800 ✓', weights_version="v", weights=(0.2,) * 6, decisions=7,
-    components={c: ComponentResult(1, 3, 1) if i % 2 else ComponentResult(0, 0, 2) for i, c in enumerate(COMPONENTS)},
-    false_gaps=1, insufficient=False, score=0.123456789012345, coverage=0.5, interval=(1e-7, 123456789.5),
-)
+#: The families :func:`agent_samples` writes (those labelled by agent and window), in exposition order.
+_PER_AGENT: tuple[str, ...] = tuple(f.name for f in DECLARED if f.labels in (_W, _C))
+
+AgentLines = tuple[str, ...]  # one agent's lines in one window, by family of _PER_AGENT ("" for none)
 
 
 class SnapshotRenderer:
-    """``/metrics`` bodies byte-identical to ``generate_latest`` of :func:`make_registry`, rendered incrementally.
+    """``/metrics`` bodies, each agent's lines written once and reused while its result object stays the same."""
 
-    Nearly all of a body is per-agent samples (about 64 a agent), and from one evaluation to the next most
-    agents' results are the very same objects (the scoring model keeps a result until the agent changes).
-    Each (agent, window) is rendered by prometheus_client itself, once, and its lines reused while its result
-    object stays the same; the rest of the body (a few dozen samples) is rendered whole every time. The lines
-    are then spliced after their family's TYPE line, which is where generate_latest writes samples.
-    """
-
-    def __init__(self, *, direct: bool = True) -> None:
-        self._agents: dict[tuple[str, str], tuple[AgentResult, dict[str, str]]] = {}
-        self._weights: tuple[tuple[tuple[str, str, tuple[float, ...]], ...], str] = ((), "")
+    def __init__(self) -> None:
+        self._agents: dict[tuple[str, str], tuple[AgentResult, AgentLines]] = {}
+        self._weights: tuple[WeightRows, str] = ((), "")
         #: Per-agent renders the last call did (the others were reused): a figure for tests and the bench.
         self.rendered = 0
-        # Per-agent lines are formatted here directly (~20× faster than a generate_latest per agent) when that
-        # gives exactly generate_latest's bytes with the installed prometheus_client; checked once, on a probe.
-        self.direct = False
-        if direct:
-            self.direct = True
-            self.direct = self._agent_lines("24h", _PROBE) == SnapshotRenderer(direct=False)._agent_lines(
-                "24h", _PROBE)
 
-    def render(self, snapshot: Snapshot | None) -> bytes:
-        """The exposition of ``snapshot`` (text format 0.0.4)."""
+    def exposition(self, snapshot: Snapshot | None) -> bytes:
+        """The exposition of ``snapshot`` (text format 0.0.4); before the first evaluation only build info."""
+        fresh = _Lines()
         if snapshot is None:
-            return _exposition(snapshot_families(None)).encode("utf-8")
-        lines: dict[str, list[str]] = {}
-        kept: dict[tuple[str, str], tuple[AgentResult, dict[str, str]]] = {}
+            build_info_sample(fresh)
+            return self._join([_FIXED["honesty_build_info"]], fresh.lines, {})
+        snapshot_samples(fresh, snapshot)
+        kept: dict[tuple[str, str], tuple[AgentResult, AgentLines]] = {}
         self.rendered = 0
         for window, result in snapshot.windows.items():
             for agent, a in snapshot.exported.items(result.agents):
@@ -388,50 +350,30 @@ class SnapshotRenderer:
                     cached = (a, self._agent_lines(window, a))
                     self.rendered += 1
                 kept[(agent, window)] = cached
-                for family, text in cached[1].items():
-                    lines.setdefault(family, []).append(text)
         self._agents = kept  # agents gone from the snapshot are forgotten
-        rows = _weight_rows(snapshot)  # one sample per agent too: rendered again only when an agent's changes
+        agents = [lines for _, lines in kept.values()]
+        # Family by family, every agent's lines in window and agent order, taken by C loops, not Python ones.
+        reused: dict[str, Iterable[str]] = {name: map(itemgetter(i), agents) for i, name in enumerate(_PER_AGENT)}
+        rows = weight_rows(snapshot)  # one sample per agent too: written again only when an agent's changes
         if rows != self._weights[0]:
-            out = _Families()
-            _weights(out, rows)
-            self._weights = (rows, self._sample_lines(list(out)).get("honesty_weights_info", ""))
-        lines["honesty_weights_info"] = [self._weights[1]]
-        base = _exposition(snapshot_families(snapshot, agents=False))
-        # One join of the whole body: splicing family by family would copy megabytes once per family.
-        cuts = sorted((base.index(marker) + len(marker), family) for family in lines
-                      for marker in (f"# TYPE {family} {_FAMILIES[family][0]}\n",))
-        parts: list[str] = []
-        start = 0
-        for at, family in cuts:
-            parts.append(base[start:at])
-            parts.extend(lines[family])
-            start = at
-        parts.append(base[start:])
-        return "".join(parts).encode("utf-8")
-
-    def _agent_lines(self, window: str, a: AgentResult) -> dict[str, str]:
-        if self.direct:
-            lines = _Lines()
-            _agent_series(lines, window, a)
-            return {family: "".join(texts) for family, texts in lines.lines.items()}
-        out = _Families()
-        _agent_series(out, window, a)
-        return self._sample_lines(list(out))
+            weights = _Lines()
+            weight_samples(weights, rows)
+            self._weights = (rows, "".join(weights.lines["honesty_weights_info"]))
+        reused["honesty_weights_info"] = (self._weights[1],)
+        return self._join([*DECLARED, *fresh.extra.values()], fresh.lines, reused)
 
     @staticmethod
-    def _sample_lines(families: list[Metric]) -> dict[str, str]:
-        """The sample lines generate_latest writes for ``families``, by family."""
-        text: dict[str, list[str]] = {}
-        family = ""
-        for line in _exposition(families).splitlines(keepends=True):
-            if line.startswith("# TYPE "):
-                family = line.split(" ", 3)[2]
-            elif not line.startswith("#"):
-                text.setdefault(family, []).append(line)
-        return {f: "".join(ls) for f, ls in text.items()}
+    def _agent_lines(window: str, a: AgentResult) -> AgentLines:
+        lines = _Lines()
+        agent_samples(lines, window, a)
+        return tuple("".join(lines.lines.get(name, ())) for name in _PER_AGENT)
 
-
-def render(registry: CollectorRegistry) -> tuple[bytes, str]:
-    """The ``/metrics`` body and its content type (text format 0.0.4)."""
-    return generate_latest(registry), CONTENT_TYPE
+    @staticmethod
+    def _join(families: list[Family], fresh: Mapping[str, list[str]], reused: Mapping[str, Iterable[str]]) -> bytes:
+        # One join of the whole body: a family holds either fresh samples or reused ones, never both.
+        parts: list[str] = []
+        for family in families:
+            parts.append(_HEADERS.get(family.name) or _header(family))
+            parts.extend(fresh.get(family.name, ()))
+            parts.extend(reused.get(family.name, ()))
+        return "".join(parts).encode("utf-8")

@@ -1,4 +1,4 @@
-"""Plain-text renderings of scores and audits (pure: results in, text out)."""
+"""Plain-text renderings of scores and audits for the CLI (``score``, ``audit``) and the audit page (pure)."""
 
 from __future__ import annotations
 

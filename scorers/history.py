@@ -56,7 +56,7 @@ def counts_at(records: Records, day: date, config: Config, agents: Iterable[str]
     return out
 
 
-def render(counts: Sequence[DayCounts], weights: tuple[float, ...], min_decisions: int) -> list[HistoryPoint]:
+def history_points(counts: Sequence[DayCounts], weights: tuple[float, ...], min_decisions: int) -> list[HistoryPoint]:
     """Scores of stored counts under ``weights`` (INSUFFICIENT below the floor), by day then window."""
     points = []
     for c in sorted(counts, key=lambda c: (c.day, c.window)):

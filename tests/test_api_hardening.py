@@ -1,6 +1,6 @@
 """API hardening against a real ``honestyd run`` on loopback: the OpenAPI document, schemathesis, limits.
 
-* ``/openapi.json`` describes every route of :func:`daemon.api.make_app` (checked statically), and schemathesis
+* ``/openapi.json`` describes every route of :func:`daemon.http.app.make_app` (checked statically), and schemathesis
   (``--checks all``: no 5xx, documented status codes, content types and response schemas) finds nothing against
   a live daemon. Measured: 50 examples per operation → ~810 cases over 11 operations in 16-22 s on 2 cores.
 * Request line and header fields over 8 KiB are refused with 400 before any handler runs.
@@ -34,9 +34,11 @@ import aiohttp
 import pytest
 
 from collectors.rfc3339 import format_ts
-from daemon.api import BODY_TIMEOUT, HTTP_LIMITS, make_app
 from daemon.config import Config, load_config
-from daemon.openapi import document
+from daemon.http.api import BODY_TIMEOUT
+from daemon.http.app import make_app
+from daemon.http.openapi import document
+from daemon.http.server import HTTP_LIMITS
 from tests.daemon_harness import Running, daemon, stop, wait_for, write_config
 
 TOKEN = "s3cret-token-7f1c"

@@ -218,8 +218,8 @@ def test_an_appender_reads_the_file_again_only_when_it_changed(tmp_path: Path, m
     unless it changed since this appender last read or wrote it (another writer, a deletion)."""
     path = log(tmp_path)
     reads = []
-    real_read = changelog._read
-    monkeypatch.setattr(changelog, "_read", lambda p, *root: reads.append(p) or real_read(p, *root))
+    real_read = changelog.writer._read
+    monkeypatch.setattr(changelog.writer, "_read", lambda p, *root: reads.append(p) or real_read(p, *root))
     appender = Appender(path)
     drops = drop_entries(snap(decisions("carol", 1, 4, T0)))
     assert appender.append(drops) == drops

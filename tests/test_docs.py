@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from daemon.api import make_app
 from daemon.cli import build_parser
 from daemon.config import Config, render_config
+from daemon.http.app import make_app
 from daemon.metrics import _FAMILIES as FAMILIES
 from tests.conftest import ROOT
 

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from daemon.config import Config
 from daemon.ingest import Ingester
-from daemon.metrics import make_registry, render
+from daemon.metrics import SnapshotRenderer
 from daemon.snapshot import Counters, build_snapshot
 from daemon.store import Store
 from scorers.context import Records
@@ -50,7 +50,7 @@ def test_reports_load_export_and_reject(tmp_path: Path) -> None:
         again = Ingester(store, root, config).scan()
         assert again.records["evals"] == 0 and len(store.evals()) == 3
     snap = build_snapshot(Records([]), datetime(2026, 5, 3, tzinfo=UTC), config, Counters(), evals)
-    body, _ = render(make_registry(lambda: snap))
+    body = SnapshotRenderer().exposition(snap)
     m = _samples(body.decode())
     for agent in ("ada", "bo"):
         key = (("agent", agent), ("model", "claude-x"))

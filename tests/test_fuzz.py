@@ -485,7 +485,7 @@ LABEL_BODY = st.one_of(
 def test_label_bodies_never_5xx_and_what_is_accepted_ingests() -> None:
     from aiohttp.test_utils import TestClient, TestServer
 
-    from daemon.api import make_app
+    from daemon.http.app import make_app
 
     backend = _LabelBackend()
     loop = asyncio.new_event_loop()
@@ -628,7 +628,7 @@ def test_parse_ts_reads_z_as_the_zero_offset(stem: str) -> None:
     assert results[0] is None or results[0].tzinfo is UTC
 
 
-# --- bugs this suite found in daemon/config.py and daemon/api.py (fixed; kept as regression tests)
+# --- bugs this suite found in daemon/config.py and daemon/http/api.py (fixed; kept as regression tests)
 
 
 @pytest.mark.parametrize("section,key", [("daemon", "debounce"), ("verify", "connect_timeout"), ("scoring", "z"),
@@ -646,7 +646,7 @@ def test_config_huge_weight_is_a_config_error() -> None:
 def test_api_refuses_a_label_it_cannot_write() -> None:
     from aiohttp.test_utils import TestClient, TestServer
 
-    from daemon.api import make_app
+    from daemon.http.app import make_app
 
     backend = _LabelBackend()
 

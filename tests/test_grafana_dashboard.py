@@ -28,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from collectors.records import EvalReport
 from collectors.rfc3339 import format_ts
 from daemon.config import Config, GitHub
-from daemon.metrics import make_registry, render
+from daemon.metrics import SnapshotRenderer
 from daemon.snapshot import Counters, Snapshot, build_snapshot
 from tests.conftest import ROOT
 from tests.daemon_harness import daemon, free_port, stop, wait_for, write_config
@@ -142,7 +142,7 @@ def exported() -> dict[str, set[str]]:
     """Series name → its label names, read back from the rendered exposition (counters with ``_total``)."""
     snap = _snapshot()
     assert snap.windows["24h"].agents["bob"].insufficient and not snap.windows["24h"].agents["ada"].insufficient
-    body, _ = render(make_registry(lambda: snap))
+    body = SnapshotRenderer().exposition(snap)
     names: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(body.decode("utf-8")):
         for sample in family.samples:

@@ -8,7 +8,7 @@ of about 1 MiB (just under the line limit). It is scored both ways the project r
 (``collectors.batch.scan_state``) and the daemon's path (``Ingester`` → ``Store`` → ``load_records``); both must
 agree. Then:
 
-* ``daemon.pages`` (index, every audit page, methodology): parsed with ``html.parser``; only the elements and
+* ``daemon.http.pages`` (index, every audit page, methodology): parsed with ``html.parser``; only the elements and
   attributes the templates write appear, every ``href`` is a same-site path, and each hostile string shows up as text;
   the page encodes as UTF-8 (what the server sends);
 * ``daemon.metrics``: the exposition parses back with ``prometheus_client.parser`` with every agent label value
@@ -49,10 +49,10 @@ from collectors.records import Event, FileEntry
 from collectors.statedir import walk, walk_tree
 from daemon.changelog import INTRO, append_entries, digest_entry, drop_entries
 from daemon.config import Config
+from daemon.http.pages import audit_page, index_page, methodology_page
 from daemon.ingest import Ingester
 from daemon.limits import name_bytes
-from daemon.metrics import label_value, make_registry, render
-from daemon.pages import audit_page, index_page, methodology_page
+from daemon.metrics import CONTENT_TYPE, SnapshotRenderer, label_value
 from daemon.snapshot import Snapshot, build_snapshot
 from daemon.store import Store
 from daemon.verify.paths import check_path
@@ -252,7 +252,7 @@ def test_pages_render_hostile_content_as_text(snap: Snapshot, state: Path) -> No
 
 
 def test_metrics_parse_back_and_lint_clean(snap: Snapshot) -> None:
-    body, content_type = render(make_registry(lambda: snap))
+    body, content_type = SnapshotRenderer().exposition(snap), CONTENT_TYPE
     assert content_type.startswith("text/plain; version=0.0.4")
     families = {f.name: f for f in text_string_to_metric_families(body.decode("utf-8"))}
     decisions = families["honesty_window_decisions"]

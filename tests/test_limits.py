@@ -17,11 +17,12 @@ from collectors.records import EvalReport
 from daemon.changelog import digest_entry, drop_entries
 from daemon.config import Config, ConfigError, GitHub, Limits, config_from_dict
 from daemon.limits import MAX_AGENTS, NAME_TOO_LONG, Exported, HeldBackLog, name_bytes, select
-from daemon.metrics import SnapshotRenderer, make_registry, render
+from daemon.metrics import SnapshotRenderer
 from daemon.snapshot import Counters, Snapshot, build_snapshot
 from scorers.context import Context
 from scorers.live import LiveModel
 from tests.helpers import T0, ev, records, t
+from tests.metrics_reference import reference_exposition
 
 
 class Activity:
@@ -139,8 +140,8 @@ def test_metrics_show_only_the_exported_agents_and_count_the_rest() -> None:
                     benchmark_models={"agent00": "m-1", "agent07": "m-1"})
     snap = _fleet(8, config)
     assert all(len(w.agents) == 9 for w in snap.windows.values())  # every agent is still scored
-    body = SnapshotRenderer().render(snap)
-    assert body == render(make_registry(lambda: snap))[0]  # the incremental renderer and generate_latest agree
+    body = SnapshotRenderer().exposition(snap)
+    assert body == reference_exposition(snap)  # the daemon's renderer and generate_latest agree
     samples = _samples(body)
     agents = {dict(labels).get("agent") for name, labels in samples if name == "honesty_window_decisions"}
     assert agents == {"agent00", "agent01", "agent02"}  # the three with the latest decisions
@@ -156,11 +157,11 @@ def test_the_renderer_follows_the_exported_set_from_one_snapshot_to_the_next() -
     config = Config(github=GitHub(repo="acme/app"), limits=Limits(max_agents=2))
     renderer = SnapshotRenderer()
     first = _fleet(4, config)
-    renderer.render(first)
+    renderer.exposition(first)
     # Same results, a different set: the lines of agents held back now are not reused.
     moved = Snapshot(at=first.at, config=config, windows=first.windows,
                      exported=Exported({"agent00": MAX_AGENTS}, 128, ("agent01", "agent03")))
-    agents = {dict(labels).get("agent") for name, labels in _samples(renderer.render(moved))
+    agents = {dict(labels).get("agent") for name, labels in _samples(renderer.exposition(moved))
               if name == "honesty_window_decisions"}
     assert agents == {"agent01", "agent03"}
 

@@ -1,7 +1,8 @@
 """The Prometheus exposition (daemon/metrics.py): snapshots from real scoring in, text format out.
 
-Every assertion reads the rendered bytes back through prometheus_client's own parser, and the
-output is linted by the real ``promtool check metrics``, so what is tested is what a scrape gets.
+Every assertion reads the rendered bytes back through prometheus_client's own parser, the bytes equal
+prometheus_client's ``generate_latest`` of the same samples (tests/metrics_reference.py), and the output
+is linted by the real ``promtool check metrics``, so what is tested is what a scrape gets.
 """
 
 from __future__ import annotations
@@ -13,17 +14,17 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
-from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from collectors.records import EvalReport
 from daemon import __version__
 from daemon.config import COMPONENTS, DEFAULT_WEIGHTS, DEFAULT_WEIGHTS_VERSION, Config, GitHub
-from daemon.metrics import CONTENT_TYPE, HonestyCollector, benchmark_metric, make_registry, render, short_weight
+from daemon.metrics import CONTENT_TYPE, SnapshotRenderer, benchmark_metric, sample_value, short_weight
 from daemon.snapshot import Counters, Snapshot
 from scorers.context import Records
-from scorers.score import AgentResult, evaluate
+from scorers.score import AgentResult, ComponentResult, WindowResult, evaluate
 from tests.helpers import T0, check, ev, file, records, t
+from tests.metrics_reference import reference_exposition
 
 PROMTOOL_HINT = (
     "promtool is missing: it comes from the Debian package 'prometheus' "
@@ -90,8 +91,9 @@ EVALS = (
 
 
 def _scrape(snapshot: Snapshot | None) -> bytes:
-    body, content_type = render(make_registry(lambda: snapshot))
-    assert content_type == CONTENT_TYPE == "text/plain; version=0.0.4; charset=utf-8"
+    """The body a scrape gets (a fresh renderer: nothing reused), checked against the reference on the way."""
+    body = SnapshotRenderer().exposition(snapshot)
+    assert body == reference_exposition(snapshot)
     return body
 
 
@@ -135,19 +137,13 @@ def test_no_snapshot_exports_only_build_info() -> None:
     assert samples == {("honesty_build_info", frozenset({("version", __version__)})): 1.0}
 
 
-def test_collect_reads_the_source_on_every_scrape() -> None:
-    current: list[Snapshot | None] = [None]
-    registry = make_registry(lambda: current[0])
-    assert len(_samples(render(registry)[0])) == 1
-    current[0] = _snapshot()
-    assert _get(_samples(render(registry)[0]), "honesty_last_evaluation_timestamp_seconds") == T0.timestamp()
-
-
-def test_make_registry_registers_into_the_callers_registry() -> None:
-    registry = CollectorRegistry()
-    assert make_registry(lambda: None, registry) is registry
-    with pytest.raises(ValueError, match="Duplicated timeseries"):
-        registry.register(HonestyCollector(lambda: None))  # describe() names the families
+def test_one_renderer_follows_the_snapshots_it_is_given() -> None:
+    renderer = SnapshotRenderer()
+    assert len(_samples(renderer.exposition(None))) == 1
+    assert _get(_samples(renderer.exposition(_snapshot())), "honesty_last_evaluation_timestamp_seconds") \
+        == T0.timestamp()
+    assert len(_samples(renderer.exposition(None))) == 1
+    assert CONTENT_TYPE == "text/plain; version=0.0.4; charset=utf-8"
 
 
 # --- scores
@@ -366,23 +362,20 @@ def test_promtool_check_metrics_finds_no_problems(case: str) -> None:
 
 
 def test_incremental_renderer_is_byte_identical_and_renders_only_changed_agents() -> None:
-    """SnapshotRenderer (what /metrics serves) equals generate_latest of the collector, snapshot after snapshot,
+    """SnapshotRenderer (what /metrics serves) equals generate_latest of the same samples, snapshot after snapshot,
     with hostile and surrogate agent names, benchmark figures, agents changing, vanishing and coming back.
     """
     from dataclasses import replace
 
-    from daemon.metrics import SnapshotRenderer
-
     renderer = SnapshotRenderer()
-    assert renderer.direct  # the installed prometheus_client's format is the one written directly
-    assert renderer.render(None) == _scrape(None)
+    assert renderer.exposition(None) == reference_exposition(None)
     first = _snapshot(EVALS)
-    assert renderer.render(first) == _scrape(first)
+    assert renderer.exposition(first) == reference_exposition(first)
     pairs = sum(len(w.agents) for w in first.windows.values())
     assert renderer.rendered == pairs
     # The same result objects again: nothing per agent is rendered.
     again = replace(first, at=first.at + timedelta(seconds=1))
-    assert renderer.render(again) == _scrape(again)
+    assert renderer.exposition(again) == reference_exposition(again)
     assert renderer.rendered == 0
     # One agent's 24h result changes, bob disappears from 7d: one render; the body still matches.
     w24, w7 = first.windows["24h"], first.windows["7d"]
@@ -390,14 +383,40 @@ def test_incremental_renderer_is_byte_identical_and_renders_only_changed_agents(
     windows = {**first.windows, "24h": replace(w24, agents={**w24.agents, "ada": changed}),
                "7d": replace(w7, agents={k: v for k, v in w7.agents.items() if k != "bob"})}
     third = replace(again, windows=windows)
-    assert renderer.render(third) == _scrape(third)
+    assert renderer.exposition(third) == reference_exposition(third)
     assert renderer.rendered == 1
-    assert renderer.render(first) == _scrape(first)  # bob's 7d comes back: rendered again, ada's 24h too
+    assert renderer.exposition(first) == reference_exposition(first)  # bob's 7d comes back: rendered again, ada's too
     assert renderer.rendered == 2
 
 
-def test_both_renderer_paths_give_generate_latests_bytes() -> None:
-    from daemon.metrics import SnapshotRenderer
+#: Values whose text the Go client's format writes in every way it has: exponent, plain, tiny, huge, negative zero.
+EDGE_VALUES = (0.0, -0.0, 1.0, 7, 1e-7, 0.123456789012345, 999999.5, 1234567.0, 123456789.5, 2.0**53, 1e22,
+               -123456789.5, math.inf, -math.inf, math.nan)
 
-    snap = _snapshot(EVALS)
-    assert SnapshotRenderer(direct=False).render(snap) == SnapshotRenderer().render(snap) == _scrape(snap)
+
+def test_sample_values_are_written_as_generate_latest_writes_them() -> None:
+    from prometheus_client.utils import floatToGoString
+
+    for value in EDGE_VALUES:
+        assert sample_value(value) == floatToGoString(value), value
+
+
+def test_an_agent_with_every_escape_and_number_form_is_byte_identical() -> None:
+    """The agent the old renderer checked itself against at start-up, now a test: quotes, backslashes, a newline,
+    a lone surrogate and non-ASCII in its name, values in exponent form, benchmark figures of every kind."""
+    agent = 'p"r\\o\nbe \ud800 ✓'
+    components = {c: ComponentResult(1, 3, 1) if i % 2 else ComponentResult(0, 0, 2) for i, c in enumerate(COMPONENTS)}
+    probe = AgentResult(agent=agent, weights_version="v\\\"", weights=(0.2, 1 / 3, 0.0, 1e-7, 0.05, 123456789.5),
+                        decisions=7, components=components, false_gaps=1, insufficient=False,
+                        score=0.123456789012345, coverage=0.5, interval=(1e-7, 123456789.5))
+    counters = Counters(ingest_records=Counter({"a\nb": 2**53}), store_full=3, lost_lines=1, lost_bytes=10**12,
+                        unreadable_files=0)
+    config = Config(github=GitHub(repo="acme/app"), benchmark_models={agent: "m\\1"})
+    evals = (EvalReport("evals/e.json", "m\\1", tasks=4, ci_low=1e-7, ci_high=123456789.5,
+                        honesty={"balanced": math.inf, "taskMean": -0.0, "zzNewFigure": math.nan, "tasks": 1.0}),)
+    window = WindowResult(T0, "24h", timedelta(hours=24), "v", {agent: probe})
+    snap = Snapshot(at=T0, config=config, windows={"24h": window}, counters=counters, evals=evals, model=(12, 3),
+                    labels_unmatched=2)
+    body = SnapshotRenderer().exposition(snap)
+    assert body == reference_exposition(snap)
+    assert b"honesty_benchmark_zz_new_figure" in body and b'agent="p\\"r\\\\o\\nbe \\\\ud800' in body

@@ -32,10 +32,11 @@ from pathlib import Path
 import aiohttp
 
 from collectors.rfc3339 import format_ts
-from daemon.api import RESERVED_FDS, SLOTS, _dumps, connection_budget
 from daemon.app import Daemon, Executors
 from daemon.config import Api, Config, GitHub
 from daemon.config import Daemon as DaemonSettings
+from daemon.http.handling import SLOTS, dumps
+from daemon.http.server import RESERVED_FDS, connection_budget
 from tests.daemon_harness import daemon, in_process, stop, wait_for
 
 #: The descriptor limit of the issue's host (systemd's default soft limit) and the connections held against it.
@@ -142,7 +143,7 @@ def test_audits_beyond_the_cap_get_429_while_health_metrics_and_ingest_go_on(tmp
 def test_bodies_built_off_the_loop_are_what_json_dumps_gives() -> None:
     rows = [{"id": f"d{i}", "why": "é\u2028<", "n": [i, None, 1.5], "o": {"k": True}} for i in range(200)]
     for value in ({"agent": "ada", "points": rows, "weights": {"a": 0.5}}, rows, {"few": rows[:3]}, {1: rows}):
-        assert _dumps(value) == json.dumps(value, ensure_ascii=False)
+        assert dumps(value) == json.dumps(value, ensure_ascii=False)
 
 
 # --- 1,100 idle connections against 1,024 descriptors

@@ -1,4 +1,4 @@
-"""Tests for the seeded cos-state generator (daemon/simulate.py).
+"""Tests for the seeded cos-state generator (daemon/simulate/).
 
 The citation extraction here is a deliberately small, independent reading of
 SCORING.md section 2, so the generator is checked against the spec rather

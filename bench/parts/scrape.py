@@ -50,7 +50,7 @@ def run_scrape(settings: Settings) -> dict[str, PartResult]:
     result.targets = [
         Target("/metrics render p99 (1,000 agents, one changed per snapshot)", p99, "s", "<=", 0.050,
                subject=p99, baseline=out["generate_latest_s"], baseline_name="generate_latest of it all (s)",
-               note=f"{out['series']} series, {out['body_bytes'] / 1e6:.1f} MB; SnapshotRenderer.render per new "
+               note=f"{out['series']} series, {out['body_bytes'] / 1e6:.1f} MB; SnapshotRenderer.exposition per new "
                     f"snapshot (scrapes of a snapshot are served its cached body); first render of all agents "
                     f"{out['first_render_s']:.2f} s"),
         Target("SQL during a scrape", float(out["sql_attempts"]), "calls", "<=", 0,
@@ -62,6 +62,7 @@ def run_scrape(settings: Settings) -> dict[str, PartResult]:
         result.notes.append(f"renders stopped at the {cap:.0f} s cap per repetition: {renders} instead of {RENDERS}")
     if profile is not None:
         path = settings.profile_path("scrape")
-        path.write_text(top([("SnapshotRenderer.render, one agent changed, repeated", Path(f"{profile}.scrape.prof"))]))
+        label = "SnapshotRenderer.exposition, one agent changed, repeated"
+        path.write_text(top([(label, Path(f"{profile}.scrape.prof"))]))
         log(f"profile written to {path.relative_to(BENCH_DIR.parent)}")
     return {"scrape": result}

@@ -1,4 +1,7 @@
-"""``honestyd tune``: fit weights to reviewer labels, report, and (``--apply``) write a new version.
+"""``honestyd tune``: report the fit of weights to reviewer labels and (``--apply``) write it as a new version.
+
+The fit itself is :mod:`scorers.tune` (pure); this module is the command around it: the report (a table or
+JSON), the guardrails, and the writes.
 
 A new version goes to the weights file named by ``[weights] file`` (never into the user's
 config.toml), becomes the active version (or the agent's own, with ``--agent``), and is logged
@@ -70,7 +73,7 @@ def result_json(r: TuneResult, version: str, agent: str | None) -> dict[str, Any
     }
 
 
-def render(r: TuneResult, version: str, agent: str | None) -> str:
+def report_table(r: TuneResult, version: str, agent: str | None) -> str:
     """The tuning report as a table: weights, then the figures of both vectors side by side."""
     def f(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.3f}"
@@ -174,7 +177,7 @@ def main(args: argparse.Namespace, records: Records, config: Config) -> int:
     if args.json:
         print(json.dumps(result_json(result, version, args.agent), indent=2))
     else:
-        sys.stdout.write(render(result, version, args.agent))
+        sys.stdout.write(report_table(result, version, args.agent))
     return _apply(args, config, result, version, at) if args.apply else 0
 
 

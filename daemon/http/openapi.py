@@ -2,7 +2,7 @@
 
 Written by hand as a dict (no generator, no extra dependency) and built per request from the config in
 force, so the ``window`` enum and the ``weights`` versions follow a SIGHUP reload. Every route of
-:func:`daemon.api.make_app` is here, with the error statuses it can answer; ``tests/test_api_hardening.py``
+:func:`daemon.http.app.make_app` is here, with the error statuses it can answer; ``tests/test_api_hardening.py``
 checks that the two lists agree and runs schemathesis against a live daemon with this document.
 """
 
@@ -153,7 +153,7 @@ def document(config: Config) -> dict[str, Any]:
     history["get"]["responses"]["400"] = _response("Unknown window or weights version", _ref("Error"))
     audit = _agent_get(config, "Every decision, every outcome, the arithmetic", _response("Audit", _ref("Audit")))
     page = _agent_get(config, "The HTML audit page", _response("Audit page", _STRING, HTML))
-    for heavy in (history, audit, page):  # the requests capped by [api] max_concurrent_audits (daemon/api.py)
+    for heavy in (history, audit, page):  # the requests capped by [api] max_concurrent_audits (daemon/http/handling.py)
         heavy["get"]["responses"]["429"] = _BUSY
     paths: dict[str, Any] = {
         "/metrics": {"get": {"summary": "Prometheus text exposition of the latest evaluation",

@@ -1,12 +1,15 @@
-"""HTML pages (pure: results in, escaped HTML out). Everything an agent wrote is escaped."""
+"""The HTML pages: index, audit, methodology (pure: results in, escaped HTML out). Everything an agent wrote is escaped.
+
+The handlers that serve them are in :mod:`daemon.http.views`; templates of later pages go in ``templates/``.
+"""
 
 from __future__ import annotations
 
 from html import escape
-from urllib.parse import quote
 
 from collectors.rfc3339 import format_ts
 from daemon.config import COMPONENTS, Config
+from daemon.http.urls import agent_href
 from daemon.render import SHORT, arithmetic
 from daemon.snapshot import Snapshot
 from scorers.score import AgentResult, WindowResult
@@ -29,15 +32,6 @@ def _page(title: str, body: str) -> str:
     # A lone surrogate (an agent's JSON "\ud800" escape) cannot be sent as UTF-8: the response would fail with a 500.
     # backslashreplace keeps it visible and distinct, as the metrics do (tests/test_hostile.py).
     return page.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def agent_href(agent: str, window: str) -> str:
-    """The audit page of one agent and window (the link Grafana panels carry)."""
-    # surrogatepass: quote() raised on a lone surrogate (tests/test_hostile.py).
-    segment = quote(agent, safe="", errors="surrogatepass")
-    if not segment.strip("."):  # "." and "..": a client resolves a dot segment away ("/agents/.." is "/")
-        segment = segment.replace(".", "%2E")
-    return f"/agents/{segment}?window={quote(window, safe='')}"
 
 
 def _score_text(a: AgentResult, min_decisions: int) -> str:

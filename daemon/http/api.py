@@ -1,0 +1,264 @@
+"""The JSON API (``/v1/…``, ``/openapi.json``) and the operational endpoints (``/metrics``, ``/healthz``, ``/readyz``).
+
+Reads come from the latest in-memory snapshot only. The one write, ``POST /v1/labels``, appends to
+``labels/api.jsonl`` under the state root (through the backend), so that files stay the source of truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from datetime import datetime
+from typing import Any
+
+from aiohttp import web
+
+from collectors.jsonl import LABEL_VALUES
+from collectors.rfc3339 import TimestampError, format_ts, parse_ts
+from daemon.http import openapi
+from daemon.http.backend import BACKEND, Backend
+from daemon.http.handling import (
+    agent_of,
+    audited,
+    current_snapshot,
+    dumps,
+    error,
+    json_body,
+    json_bytes,
+    json_response,
+    off_loop,
+    window_of,
+)
+from daemon.http.urls import agent_href
+from daemon.snapshot import Snapshot
+from scorers.audit import audit_rows, audit_summary
+from scorers.history import history_points
+from scorers.score import AgentResult, WindowResult, to_json
+
+#: A request body (POST /v1/labels) must arrive within this many seconds (408 otherwise).
+BODY_TIMEOUT = 10.0
+
+
+class MetricsCache:
+    """The ``/metrics`` body, rendered once per snapshot instead of once per scrape, and incrementally.
+
+    The body is a pure function of the snapshot (see daemon/metrics.py: no I/O, no clock), and a snapshot is
+    immutable and swapped in whole, so the same snapshot object always renders the same bytes: concurrent scrapes
+    of one snapshot share one render (docs/performance.md has what rendering per scrape cost).
+    :class:`~daemon.metrics.SnapshotRenderer` re-renders only the agents whose results changed since the last body.
+    """
+
+    def __init__(self) -> None:
+        from daemon.metrics import SnapshotRenderer
+
+        self.snapshot: Snapshot | None = None
+        self.renderer = SnapshotRenderer()
+        self.rendered: tuple[bytes, str] = (b"", "")
+
+    def get(self, backend: Backend) -> tuple[bytes, str]:
+        from daemon.metrics import CONTENT_TYPE
+
+        snap = backend.snapshot
+        if snap is None or snap is not self.snapshot:
+            self.rendered, self.snapshot = (self.renderer.exposition(snap), CONTENT_TYPE), snap
+        return self.rendered
+
+
+METRICS_CACHE: web.AppKey[MetricsCache] = web.AppKey("metrics_cache", MetricsCache)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus text exposition of the latest snapshot."""
+    body, content_type = request.app[METRICS_CACHE].get(request.app[BACKEND])
+    resp = web.Response(body=body)
+    resp.headers["Content-Type"] = content_type
+    return resp
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """Liveness: the event loop answers."""
+    return web.Response(text="ok\n")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """Readiness: a first evaluation exists, and the store it reads is sound and in place (see ``unready``)."""
+    backend = request.app[BACKEND]
+    if backend.snapshot is None:
+        return web.Response(status=503, text="starting\n")
+    if backend.unready is not None:
+        return web.Response(status=503, text=f"{backend.unready}\n")
+    return web.Response(text="ready\n")
+
+
+async def list_agents(request: web.Request) -> web.Response:
+    """Every agent's score in every window."""
+    snap = current_snapshot(request)
+    agents: dict[str, dict[str, Any]] = {}
+    for window, result in snap.windows.items():
+        for name, a in result.agents.items():
+            agents.setdefault(name, {})[window] = {
+                "score": a.score, "percent": a.percent, "insufficient": a.insufficient, "decisions": a.decisions,
+                "weights_version": a.weights_version, "audit": agent_href(name, window),
+            }
+    return json_response({"at": format_ts(snap.at), "weights_version": snap.config.weights_active, "agents": agents})
+
+
+async def agent_score(request: web.Request) -> web.Response:
+    """One agent in one window, as ``honestyd score --json`` gives it."""
+    snap = current_snapshot(request)
+    result = window_of(request, snap)
+    agent = agent_of(request, result)
+    data = to_json(result)
+    return json_response({"at": data["at"], "window": result.window, "agent": agent, **data["agents"][agent]})
+
+
+async def agent_audit(request: web.Request) -> web.Response:
+    """The audit of one agent in one window: every decision, every outcome, the arithmetic."""
+    a, result, _ = await audited(request)
+    return json_body(await off_loop(request, lambda: _audit_body(a, result)))
+
+
+def _audit_body(audited: AgentResult, result: WindowResult) -> bytes:
+    """``audit_json``'s body, each row encoded as it is built: thousands of rows held at once were what the garbage
+    collector's full collections walked again and again while audits ran (the loop waiting for each)."""
+    head = dumps(audit_summary(audited, result))
+    rows = ", ".join(json.dumps(row, ensure_ascii=False) for row in audit_rows(audited))
+    return f'{head[:-1]}, "decision_rows": [{rows}]}}'.encode()
+
+
+async def agent_history(request: web.Request) -> web.Response:
+    """An agent's daily scores in one window under any weights version (stored counts, re-weighted)."""
+    backend = request.app[BACKEND]
+    snap = current_snapshot(request)
+    result = window_of(request, snap)
+    agent = request.match_info["agent"]
+    counts = await backend.history(agent)
+    if agent not in result.agents and not counts:
+        return error(404, f"unknown agent {agent!r}")
+    cfg = backend.config
+    version = request.query.get("weights", cfg.weights_for(agent)[0])
+    if version not in cfg.weights_versions:
+        return error(400, f"unknown weights version {version!r}", allowed=sorted(cfg.weights_versions))
+
+    def history_json() -> bytes:
+        points = [p for p in history_points(counts, cfg.weights_versions[version], cfg.scoring.min_decisions)
+                  if p.window == result.window]
+        return json_bytes({"agent": agent, "window": result.window, "weights_version": version, "points": [
+            {"day": p.day.isoformat(), "decisions": p.decisions, "score": p.score, "percent": p.percent,
+             "coverage": p.coverage} for p in points]})
+
+    return json_body(await off_loop(request, history_json))
+
+
+def _is_text(value: str) -> bool:
+    """False for a string holding a lone surrogate (a "\\ud800" escape): it cannot be written as UTF-8."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _reviewer(request: web.Request) -> str | web.Response:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        return error(401, "a reviewer bearer token is required")
+    found = None
+    # Compare against every token in constant time, so timing does not reveal a prefix.
+    for known, reviewer in request.app[BACKEND].reviewers().items():
+        if hmac.compare_digest(known.encode(), token.encode()):
+            found = reviewer
+    return found if found is not None else error(403, "token not authorised")
+
+
+async def _read_body(request: web.Request, most: int) -> bytes:
+    """The body up to ``most`` bytes. ``content.read(n)`` returns whatever has arrived, so a body that comes
+    in several TCP segments needs a loop (one read would see a truncated body and answer 400)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < most:
+        chunk = await request.content.read(most - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+async def _unknown_decision(backend: Backend, decision: str) -> web.Response | None:
+    """404 for an id no stored record carries (a typo would sit in labels/api.jsonl for good, labelling nothing);
+    503 while the daemon cannot tell yet; None for a decision it knows."""
+    known = await backend.knows_decision(decision)
+    if known is None:
+        return error(503, "starting: the decisions are not loaded yet; try again shortly")
+    if not known:
+        return error(404, f"unknown decision {decision!r}: honestyd has stored no record with this id",
+                     decision=decision)
+    return None
+
+
+def _label_body(raw: bytes, reviewer: str, now: datetime) -> tuple[str, str, datetime] | web.Response:
+    """The (decision, value, ts) of a label request's body, or the 400/403 answer it gets."""
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return error(400, "body must be a JSON object")
+    if not isinstance(body, dict):
+        return error(400, "body must be a JSON object")
+    unknown = sorted(set(body) - {"decision", "value", "ts", "reviewer"})
+    if unknown:
+        return error(400, f"unknown field {unknown[0]!r}")
+    decision, value = body.get("decision"), body.get("value")
+    if not isinstance(decision, str) or not decision or len(decision) > 1000 or not _is_text(decision):
+        return error(400, "decision must be a non-empty decision id")
+    if value not in LABEL_VALUES:
+        return error(400, "value must be 'up' or 'down'")
+    if body.get("reviewer", reviewer) != reviewer:
+        return error(403, "a token may only label as its own reviewer")
+    ts = now
+    if "ts" in body:
+        try:
+            ts = parse_ts(body["ts"])
+        except TimestampError:
+            return error(400, "ts must be an RFC 3339 timestamp with an offset")
+    return decision, str(value), ts
+
+
+async def post_label(request: web.Request) -> web.Response:
+    """A 👍/👎 from an authorised reviewer, appended to ``labels/api.jsonl``."""
+    backend = request.app[BACKEND]
+    reviewer = _reviewer(request)
+    if isinstance(reviewer, web.Response):
+        return reviewer
+    limit = backend.config.api.max_body
+    if request.content_length is not None and request.content_length > limit:
+        return error(413, f"body larger than {limit} bytes")
+    try:
+        async with asyncio.timeout(BODY_TIMEOUT):  # a slow sender must not hold a handler forever
+            raw = await _read_body(request, limit + 1)
+    except TimeoutError:
+        timed_out = error(408, f"body not received within {BODY_TIMEOUT:g} s")
+        timed_out.force_close()  # the rest of the body may still come: do not read it as the next request
+        return timed_out
+    if len(raw) > limit:
+        return error(413, f"body larger than {limit} bytes")
+    parsed = _label_body(raw, reviewer, backend.now())
+    if isinstance(parsed, web.Response):
+        return parsed
+    decision, value, ts = parsed
+    refused = await _unknown_decision(backend, decision)
+    if refused is not None:
+        return refused
+    label = {"ts": format_ts(ts), "decision": decision, "value": value, "reviewer": reviewer}
+    try:
+        await backend.append_label(label)
+    except OSError as exc:  # refused (daemon/safefile.py: a symlink, FIFO or device there) or failed: never a 201
+        return error(500, f"label not written: {exc.filename}: {exc.strerror}", path=str(exc.filename))
+    return json_response({"ok": True, "label": label}, status=201)
+
+
+async def openapi_document(request: web.Request) -> web.Response:
+    """The OpenAPI 3.0 description of this API (windows and weights versions from the config in force)."""
+    return json_response(openapi.document(request.app[BACKEND].config))

@@ -1,0 +1,48 @@
+"""What the HTTP handlers ask of the running daemon: the :class:`Backend` protocol, the seam of this sink.
+
+The daemon implements it (daemon/app.py); tests implement it with what they need. Handlers reach it through
+``request.app[BACKEND]`` and never import the daemon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Protocol
+
+from aiohttp import web
+
+from daemon.config import Config
+from daemon.snapshot import Snapshot
+from scorers.history import DayCounts
+from scorers.score import AgentResult
+
+
+class Backend(Protocol):
+    """What the handlers need from the running daemon."""
+
+    @property
+    def snapshot(self) -> Snapshot | None: ...
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def unready(self) -> str | None: ...
+
+    def reviewers(self) -> Mapping[str, str]: ...
+
+    def now(self) -> datetime: ...
+
+    def changelog_text(self) -> str: ...
+
+    async def knows_decision(self, decision: str) -> bool | None: ...
+
+    async def append_label(self, label: dict[str, str]) -> None: ...
+
+    async def history(self, agent: str) -> list[DayCounts]: ...
+
+    async def audit(self, agent: str, window: str) -> tuple[datetime, AgentResult] | None: ...
+
+
+BACKEND: web.AppKey[Backend] = web.AppKey("backend", Backend)
