@@ -20,7 +20,23 @@ from daemon.store.migrations import MIGRATIONS
 from daemon.store.rows import FILE_COLUMNS, FILE_COLUMNS_BEFORE_009
 
 
-class Connection:
+class Closing:
+    """A holder of one SQLite connection, closed by :meth:`close` or at the end of a ``with`` block."""
+
+    conn: sqlite3.Connection
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Connection(Closing):
     """One SQLite database; construct with :meth:`open`. Not thread-safe: one writer.
 
     ``gate``, shared by the writer and a reader that runs often (the daemon's evaluations): see :class:`Gate`.
@@ -58,16 +74,6 @@ class Connection:
         if not readonly:
             store.migrate()
         return store
-
-    def close(self) -> None:
-        """Close the connection."""
-        self.conn.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # --- write transactions
 

@@ -9,6 +9,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from daemon.store.connection import Closing
+
 
 def quick_check(path: Path, *, thorough: bool = False, readonly: bool = True) -> list[str]:
     """What SQLite finds wrong with the database at ``path`` ([] when sound, or when there is no file yet).
@@ -34,7 +36,7 @@ def quick_check(path: Path, *, thorough: bool = False, readonly: bool = True) ->
     return [] if found == ["ok"] else found
 
 
-class Salvage:
+class Salvage(Closing):
     """A damaged store opened read-only, read row by row around what cannot be read.
 
     Rows are read in rowid order, a few hundred at a time; where a read fails, the next readable rowid is found by
@@ -54,16 +56,6 @@ class Salvage:
     def open(cls, path: Path) -> Salvage:
         """Open the damaged file at ``path`` read-only."""
         return cls(sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None))
-
-    def close(self) -> None:
-        """Close the connection."""
-        self.conn.close()
-
-    def __enter__(self) -> Salvage:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def columns(self, table: str) -> set[str]:
         """The columns ``table`` has in this file (empty when its schema cannot be read)."""
