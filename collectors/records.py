@@ -1,12 +1,15 @@
-"""Plain, immutable records that flow from the collectors through the store to the scorers."""
+"""Plain, immutable records that flow from the collectors through the store to the scorers (and the daily counts
+that flow back from the scorers into the store): every layer imports them from here, none from another layer."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import NamedTuple
 
 from collectors.citations import Citation
+from collectors.links import Links
 
 #: Read order of a record: (relative path, file generation, 1-based line; 0 for a whole file).
 Order = tuple[str, int, int]
@@ -118,3 +121,40 @@ class EvalReport:
     ci_low: float | None = None
     ci_high: float | None = None
     honesty: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Records:
+    """Everything the scorers read: events and Markdown decisions, labels, the file index (keyed by canonical path)
+    and the symlinks inside the root (see collectors/links.py), checks."""
+
+    events: Sequence[Event]
+    labels: Sequence[Label] = ()
+    files: Mapping[str, FileEntry] = field(default_factory=dict)
+    checks: Sequence[CheckResult] = ()
+    links: Links = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ComponentResult:
+    """``pass / counted`` of one component; ``ratio`` None when N/A (counted = 0)."""
+
+    passed: int
+    counted: int
+    pending: int
+
+    @property
+    def ratio(self) -> float | None:
+        """pass / counted, or None when nothing was counted."""
+        return self.passed / self.counted if self.counted else None
+
+
+@dataclass(frozen=True)
+class DayCounts:
+    """One agent's counts in one window at the end of one day."""
+
+    day: date
+    agent: str
+    window: str
+    decisions: int
+    components: tuple[ComponentResult, ...]  # in spec order

@@ -15,7 +15,6 @@ import re
 import sqlite3
 import stat
 import sys
-import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -184,18 +183,10 @@ def _database_fault(value: str) -> str | None:
         return None
     if head != _SQLITE_MAGIC:
         return "not a database (not an SQLite file)"
-    # immutable: no -wal or -shm file made beside it (a check leaves nothing behind). A schema still in the WAL, or
-    # pages a writer is changing, may be missed or unreadable that way: then the command's own reading decides.
-    uri = "file:" + urllib.parse.quote(os.path.abspath(value)) + "?mode=ro&immutable=1"
-    try:
-        conn = sqlite3.connect(uri, uri=True)
-        try:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return None
-    if tables and "migrations" not in tables:
+    from daemon.store import table_names  # here: the store (and sqlite-utils) only for a command given a --db
+
+    tables = table_names(os.path.abspath(value))
+    if tables and "migrations" not in tables:  # None: SQLite could not tell, and the command's own reading decides
         return "an SQLite database, but not honestyd's"
     return None
 

@@ -14,11 +14,12 @@ import fcntl
 import logging
 import os
 import socket
-import sqlite3
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from daemon.store.errors import store_damaged as store_damaged  # where daemon/app.py asks it
 
 log = logging.getLogger("honestyd")
 
@@ -31,9 +32,6 @@ EXIT_STORE_UNUSABLE = 6  # the database (or its lock file) cannot be opened or c
 #: The statuses after which a restart would fail the same way until someone acts (the unit's RestartPreventExitStatus=).
 NO_RESTART = (EXIT_USAGE, EXIT_STORE_DAMAGED, EXIT_LISTEN, EXIT_STORE_LOCKED, EXIT_STORE_UNUSABLE)
 
-#: SQLite's primary result codes for a damaged file (sqlite3 raises them as DatabaseError, not OperationalError).
-_DAMAGE_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
-
 
 class StartupError(Exception):
     """A claim that failed: ``str(exc)`` is the one line to print, ``status`` the exit status."""
@@ -41,17 +39,6 @@ class StartupError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
-
-
-def store_damaged(exc: BaseException) -> bool:
-    """True iff ``exc`` says the database file is damaged ("database disk image is malformed", "file is not a
-    database"), as opposed to busy, full or unreachable."""
-    if not isinstance(exc, sqlite3.DatabaseError) or isinstance(exc, sqlite3.OperationalError):
-        return False
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in _DAMAGE_CODES
-    return "malformed" in str(exc) or "not a database" in str(exc)
 
 
 def damaged_message(db: Path, problem: str, state_root: Path, config_path: Path | None) -> str:

@@ -66,7 +66,7 @@ def check(db: Path) -> CheckReport:
     if not problems:
         try:
             with Store.open(db, readonly=True) as store:
-                if "migrations" not in {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master")}:
+                if "migrations" not in store.tables():
                     return CheckReport(db, ("not an honestyd store (no migrations table)",))
                 counts = store.counts()
         except sqlite3.DatabaseError as exc:  # a table missing, or what the check did not find: the answer
@@ -173,7 +173,7 @@ class _Generations:
 def _copy_positioned(old: Salvage, store: Store, logs: dict[str, FileInfo], report: RebuildReport) -> None:
     """The events (with their citations), labels and line rejects of log generations that are not on disk now."""
     generations = _Generations(*_newest_generations(old), logs)
-    with store.atomic():
+    with store.transaction():
         _copy_events(old, store, generations, report)
         for table, types in (("labels", _LABEL_TYPES), ("rejects", _REJECT_TYPES)):
             batch: list[tuple[Any, ...]] = []
@@ -221,7 +221,7 @@ def _copy_file_index(old: Salvage, store: Store, on_disk: set[str], now: datetim
     """Files no longer on disk keep their index rows (deleted now, if the old store had not seen it yet), files on
     disk keep the earlier creation time the old store saw, and every recorded modification is kept."""
     fresh = store.index_rows()
-    with store.atomic():
+    with store.transaction():
         for row in old.rows("files", _FILE_COLUMNS):
             values = row[1:]
             if not _typed(values, _FILE_TYPES):
@@ -255,7 +255,7 @@ def _copy_table(old: Salvage, store: Store, table: str, types: Sequence[Any], re
     have = old.columns(table)
     # A store from before migration 002 has no check detail: its checks keep an empty one.
     select = [c if c in have or c != "detail" else "''" for c in columns]
-    with store.atomic():
+    with store.transaction():
         for chunk in _chunks(row[1:] for row in old.rows(table, select)):
             good = [values for values in chunk if _typed(values, types)]
             report.bad[table] += len(chunk) - len(good)

@@ -11,28 +11,15 @@ import bisect
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, Protocol
 
 from collectors.citations import PATH, Citation, normalise_path, path_never_exists
-from collectors.links import LinkMap, Links
-from collectors.records import CheckResult, Event, FileEntry, Label, Order
+from collectors.links import LinkMap
+from collectors.records import CheckResult, Event, FileEntry, Label, Order, Records
 from collectors.statedir import glob_regex
 from daemon.config import Config
-
-
-@dataclass(frozen=True)
-class Records:
-    """Everything the scorers read: events and Markdown decisions, labels, the file index (keyed by canonical path)
-    and the symlinks inside the root (see collectors/links.py), checks."""
-
-    events: Sequence[Event]
-    labels: Sequence[Label] = ()
-    files: Mapping[str, FileEntry] = field(default_factory=dict)
-    checks: Sequence[CheckResult] = ()
-    links: Links = field(default_factory=dict)
 
 
 def prompt_key(prompt: str | None) -> str | None:

@@ -11,20 +11,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
+from collectors.records import DayCounts as DayCounts  # its home; imported from here too
 from daemon.config import COMPONENTS, Config
 from scorers.context import Context, Records
-from scorers.score import ComponentResult, display_percent, evaluate_window, weighted
-
-
-@dataclass(frozen=True)
-class DayCounts:
-    """One agent's counts in one window at the end of one day."""
-
-    day: date
-    agent: str
-    window: str
-    decisions: int
-    components: tuple[ComponentResult, ...]  # in spec order
+from scorers.score import display_percent, evaluate_window, weighted
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from collectors.records import ComponentResult as ComponentResult  # its home; imported from here too
 from collectors.records import Event
 from collectors.rfc3339 import format_ts, parse_duration
 from daemon.config import COMPONENTS, Config
@@ -53,20 +54,6 @@ def outcomes_for(d: Event, ctx: Context, width: timedelta) -> dict[str, Outcome]
             found = cache[key] = rule(d, ctx, width)
         out[name] = found
     return out
-
-
-@dataclass(frozen=True)
-class ComponentResult:
-    """``pass / counted`` of one component; ``ratio`` None when N/A (counted = 0)."""
-
-    passed: int
-    counted: int
-    pending: int
-
-    @property
-    def ratio(self) -> float | None:
-        """pass / counted, or None when nothing was counted."""
-        return self.passed / self.counted if self.counted else None
 
 
 @dataclass(frozen=True)

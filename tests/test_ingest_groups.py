@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon import ingest as ingest_module
 from daemon.config import Config
 from daemon.ingest import Ingester
+from daemon.ingest import passes as ingest_module
 from daemon.store import Store
 
 AT = datetime(2026, 5, 3, tzinfo=UTC)

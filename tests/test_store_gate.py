@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon import store as store_module
 from daemon.store import Gate, Store
+from daemon.store import gate as store_module
 
 ROUNDS = 10
 ROW = b"x" * 3000  # about one 4 KiB page a row

@@ -1,0 +1,69 @@
+"""Markdown files (briefs, findings) and benchmark reports: read whole, and replaced in the store when they change.
+
+A file whose content hash, mtime and name are those stored is not parsed again; a changed one has its decision (or
+report, or reject) replaced in the same transaction as its index row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from collectors.evals import parse_eval
+from collectors.markdown import decode, front_matter_ts, parse_markdown
+from collectors.records import Event, Label, Reject
+from collectors.safeopen import RefusedFile, read_regular
+from collectors.statedir import FileInfo
+from daemon.ingest.index import FileIndex
+from daemon.ingest.state import IngestStats
+from daemon.skips import vanished
+
+
+class Documents(FileIndex):
+    """The steps of a pass for the files parsed whole (see the module)."""
+
+    def _whole_file(self, info: FileInfo, source: str | None, observed: bool) -> IngestStats:
+        stats = IngestStats()
+        try:
+            raw = read_regular(info.abspath)  # a FIFO or device swapped in since the walk is never read or waited on
+        except RefusedFile:
+            return stats  # not a regular file any more: the next pass sees what it is now
+        except OSError as exc:
+            if not vanished(exc):
+                self.unreadable.failed(info.path, exc)
+            return stats
+        self.unreadable.read(info.path)
+        sha = hashlib.sha256(raw).hexdigest()
+        fm_created = None
+        if info.path.endswith(".md"):
+            text = decode(raw, info.path)
+            fm_created = front_matter_ts(text) if isinstance(text, str) else None
+        row = self._row(info.path)
+        canonical = None if info.path == info.canonical else info.canonical
+        if row is not None and row.deleted is None and row.sha == sha and row.mtime_ns == info.mtime_ns and \
+                row.canonical == canonical:
+            return stats
+        with self.store.transaction():
+            self._index(info, fm_created, observed, sha)
+            if source in ("briefs", "findings"):
+                self.store.remove_document(info.path)
+                kind = "brief" if source == "briefs" else "finding"
+                parsed = parse_markdown(raw, info.path, kind, info.mtime, self.config.github_repo)
+                self._record(parsed, source, 0, stats)
+            elif source == "evals":
+                self.store.remove_document(info.path)  # a fixed report drops its earlier reject
+                report = parse_eval(raw, info.path)
+                if isinstance(report, Reject):
+                    self.store.remove_eval(info.path)
+                    self._reject(report, source, 0, stats)
+                else:
+                    self.store.put_eval(report, sha)
+                    self._count(stats, source, 1)
+        return stats
+
+    def _record(self, parsed: Event | Label | Reject, source: str, generation: int, stats: IngestStats) -> None:
+        if isinstance(parsed, Reject):
+            self._reject(parsed, source, generation, stats)
+        elif isinstance(parsed, Label):
+            self._count(stats, source, self.store.add_labels([parsed]))
+        else:
+            self._count(stats, source, self.store.add_events([parsed]))

@@ -1,0 +1,47 @@
+"""Lines of a heartbeat log or a labels file as records (pure): what one batch of a tailed log holds."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from collectors.jsonl import parse_event, parse_label, strip_ending
+from collectors.records import Event, Label, Reject
+from daemon.store import CitationRow, EventRow, event_rows
+
+
+class Parsed(NamedTuple):
+    """What a batch of lines holds: event rows for the store (see :func:`daemon.store.event_rows`), labels, rejects."""
+
+    rows: list[EventRow]
+    citations: list[CitationRow]
+    labels: list[Label]
+    rejects: list[Reject]
+
+
+def parse_line(data: bytes | None, snippet: bytes, path: str, line: int, generation: int, source: str,
+               repo: str) -> Event | Label | Reject:
+    """One line of a heartbeat log or a labels file as a record, or the reason it is refused."""
+    if data is None:
+        return Reject(path, line, "oversized", snippet.decode("utf-8", "replace")[:200])
+    data = strip_ending(data)
+    if source == "labels":
+        return parse_label(data, path, line, generation)
+    return parse_event(data, path, line, repo, generation)
+
+
+def parse_batch(lines: list[tuple[bytes | None, bytes]], path: str, first: int, generation: int, source: str,
+                repo: str) -> Parsed:
+    """Parse consecutive lines of one source, the first being line ``first`` (pure)."""
+    events: list[Event] = []
+    labels: list[Label] = []
+    rejects: list[Reject] = []
+    for n, (data, snippet) in enumerate(lines, first):
+        parsed = parse_line(data, snippet, path, n, generation, source, repo)
+        if isinstance(parsed, Event):
+            events.append(parsed)
+        elif isinstance(parsed, Label):
+            labels.append(parsed)
+        else:
+            rejects.append(parsed)
+    rows, citations = event_rows(events)
+    return Parsed(rows, citations, labels, rejects)

@@ -1,0 +1,100 @@
+"""How the store's records map to table rows and back: the column lists and the conversions in one place."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from collectors.citations import Citation
+from collectors.records import Event
+from collectors.rfc3339 import from_us, to_us
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """The stored file-index state of one path (what the next scan compares against).
+
+    ``canonical`` is None for an entry of the file index (a file under its canonical path); else the row is a name
+    through a symlink that a source is read under, and ``canonical`` the file it names: the row records what was
+    read (its hash, its deletion), and is no entry of the index (migration 009).
+    """
+
+    path: str
+    created: datetime
+    deleted: datetime | None
+    mtime_ns: int
+    size: int
+    sha: str | None
+    front_matter: bool
+    canonical: str | None = None
+
+
+EVENT_COLUMNS = (
+    "path, generation, line, id, ts_us, agent, kind, thread, text, prompt, reason, alternatives, subject, corrects"
+)
+
+
+def event_of(r: tuple[Any, ...], cites: list[Citation]) -> Event:
+    """An event from a row of ``rowid`` followed by the event columns."""
+    return Event(
+        id=r[4], ts=from_us(r[5]), agent=r[6], kind=r[7], path=r[1], line=r[3] or None, generation=r[2],
+        thread=r[8], text=r[9], citations=tuple(cites), prompt=r[10], reason=r[11],
+        alternatives=from_json_list(r[12]), subject=from_json_list(r[13]), corrects=r[14],
+    )
+
+
+#: One ``events`` row in :data:`EVENT_COLUMNS` order, and one ``citations`` row.
+EventRow = tuple[str, int, int, str, int, str, str, str | None, str, str | None, str | None, str, str, str | None]
+CitationRow = tuple[str, int, int, int, str, str]
+
+
+def event_rows(events: Iterable[Event]) -> tuple[list[EventRow], list[CitationRow]]:
+    """The rows :meth:`Store.add_events` inserts for ``events`` (ingest builds them once, while parsing)."""
+    rows: list[EventRow] = []
+    cites: list[CitationRow] = []
+    for e in events:
+        line = e.line or 0
+        rows.append((e.path, e.generation, line, e.id, to_us(e.ts), e.agent, e.kind, e.thread, e.text, e.prompt,
+                     e.reason, json_list(e.alternatives), json_list(e.subject), e.corrects))
+        if e.citations:  # most events cite nothing: no generator for those
+            cites.extend((e.path, e.generation, line, i, c.type, c.target) for i, c in enumerate(e.citations))
+    return rows, cites
+
+
+FILE_COLUMNS = "path, created_us, deleted_us, mtime_ns, size, sha, front_matter, canonical"
+#: The same for a store opened read-only before migration 009 (a daemon of the last version wrote it): no names.
+FILE_COLUMNS_BEFORE_009 = FILE_COLUMNS.replace("canonical", "NULL")
+
+
+def index_row_of(r: tuple[Any, ...]) -> IndexRow:
+    """An IndexRow from a row of :data:`FILE_COLUMNS`."""
+    return IndexRow(r[0], from_us(r[1]), from_us(r[2]) if r[2] is not None else None, r[3], r[4], r[5], bool(r[6]),
+                    r[7])
+
+
+def json_list(items: tuple[str, ...]) -> str:
+    """A tuple of strings as the JSON text a column holds."""
+    return json.dumps(items) if items else "[]"
+
+
+def from_json_list(text: str) -> tuple[str, ...]:
+    """The tuple of strings a column's JSON text holds."""
+    return tuple(json.loads(text)) if text != "[]" else ()
+
+
+#: What ``Store.copy_rows`` may write, and with which columns (salvaged rows of tables nothing re-derives).
+COPYABLE = {
+    "labels": ("path", "generation", "line", "ts_us", "decision", "value", "reviewer"),
+    "rejects": ("path", "generation", "line", "source", "reason", "snippet", "seen_us"),
+    "checks": ("target", "type", "checked_us", "ok", "status", "detail"),
+    "file_changes": ("path", "at_us"),
+    "history": ("day", "agent", "window", "component", "passed", "counted", "pending", "decisions"),
+}
+
+
+def copy_columns(table: str) -> tuple[str, ...]:
+    """The columns :meth:`Store.copy_rows` takes for ``table``."""
+    return COPYABLE[table]
