@@ -1096,24 +1096,22 @@ class Daemon:
         async with self.lock:
             await _run_in(self.executors.ingest, store.checkpoint)
 
-    async def _verify_sample(self) -> None:
-        """The daily verification sample: check, then store results under the store lock."""
-        from daemon.verify.github import GitHubChecker, load_token
-        from daemon.verify.http import UrlChecker
-        from daemon.verify.runner import checkers, select_targets, verify
+    async def _locked(self, fn: Callable[[], T]) -> T:
+        """``fn()`` on the store writer's thread, holding the store lock (SQLite writes one at a time anyway)."""
+        assert self.lock is not None
+        async with self.lock:
+            return await _run_in(self.executors.ingest, fn)
 
-        assert self.lock is not None and self.store is not None
-        store, cfg, now = self.store, self._config, self.clock()
-        async with self.lock:
-            todo, _ = await _run_in(self.executors.ingest, select_targets, store, cfg, now, now.date())
-            files = await _run_in(self.executors.ingest, store.file_entries)
-            links = await _run_in(self.executors.ingest, store.links)
-        async with UrlChecker(cfg.verify) as urls, \
-                GitHubChecker(cfg.verify, cfg.github, load_token(cfg.github, self.environ)) as api:
-            by_type = checkers(cfg.state_root, files, links, now, cfg.github_repo, urls, api)
-            summary = await verify(todo, by_type, self.clock)
-        async with self.lock:
-            await _run_in(self.executors.ingest, _store_checks, store, summary.results)
+    async def _verify_sample(self, now: datetime | None = None) -> None:
+        """The daily verification sample as of ``now`` (default: the daemon's clock), its results stored under the
+        store lock (daemon/verify/once.py, as ``honestyd verify`` does)."""
+        from daemon.verify.once import verify_once
+
+        assert self.store is not None
+        cfg = self._config
+        now = self.clock() if now is None else now
+        summary = await verify_once(self.store, cfg, cfg.state_root, now, self.clock, sample_day=now.date(),
+                                    environ=self.environ, access=self._locked)
         self.checks.update(summary.checked)
         self.check_failures.update(summary.failed)
         log.info("verification sample: %s", summary.as_dict())
@@ -1217,11 +1215,6 @@ def _store_history(store: Store, snap: Snapshot) -> None:
 def _prune_changes(store: Store, applied: int) -> None:
     with store.atomic():
         store.prune_changes(applied)
-
-
-def _store_checks(store: Store, results: list[Any]) -> None:
-    with store.atomic():
-        store.add_checks(results)
 
 
 def warped_clock(origin: datetime, since: float, rate: float) -> Clock:

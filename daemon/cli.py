@@ -34,7 +34,6 @@ from scorers.source_verifiability import with_path_checks
 
 if TYPE_CHECKING:
     from daemon.ingest import Clock
-    from daemon.verify.runner import VerifySummary
 
 
 def _load_config_or_exit(path: Path | None, flag: str = "--config ") -> Config:
@@ -193,9 +192,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     from daemon.ingest import Ingester, system_clock
     from daemon.store import Store
-    from daemon.verify.github import GitHubChecker, load_token
-    from daemon.verify.http import UrlChecker
-    from daemon.verify.runner import checkers, select_targets, verify
+    from daemon.verify.once import verify_once
 
     config = _load_config_or_exit(Path(args.config) if args.config else None)
     root = Path(args.state)
@@ -208,19 +205,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     with _holding(Path(args.db)), Store.open(Path(args.db)) as store:
         Ingester(store, root, config, clock).scan()
         sample_day = None if args.all else (args.sample or now.date())
-        todo, cached = select_targets(store, config, now, sample_day)
-
-        async def run_checks() -> VerifySummary:
-            token = load_token(config.github)
-            async with UrlChecker(config.verify) as urls, GitHubChecker(config.verify, config.github, token) as api:
-                by_type = checkers(root, store.file_entries(), store.links(), now, config.github_repo, urls, api)
-                return await verify(todo, by_type, clock)
-
-        summary = asyncio.run(run_checks())
-        with store.atomic():
-            store.add_checks(summary.results)
-    for kind, _ in cached:
-        summary.cached[kind] += 1
+        summary = asyncio.run(verify_once(store, config, root, now, clock, sample_day=sample_day))
     counts = summary.as_dict()
     if args.json:
         print(json.dumps({"at": format_ts(now), "sample": str(sample_day) if sample_day else "all", "types": counts}))
