@@ -16,13 +16,11 @@ from pathlib import Path
 
 from daemon.app import Daemon
 from daemon.config import load_config
-from daemon.simulate import simulate
 from daemon.store import Store
 from daemon.verify.once import verify_once
 from tests.conftest import Run
 from tests.daemon_harness import in_process
-from tests.servers import serve_in_thread
-from tests.test_verify_e2e import github_api, link_server
+from tests.test_verify_e2e import planted_state
 
 END = "2026-05-02T00:00:00Z"
 AT = datetime(2026, 5, 2, tzinfo=UTC)
@@ -35,21 +33,8 @@ def _rows(store: Store) -> set[Row]:
 
 
 def test_the_daemons_job_stores_what_honestyd_verify_stores(honestyd: Run, tmp_path: Path) -> None:
-    base: list[str] = []
-    planted_links: dict[str, int] = {}
-    planted_ok: dict[tuple[str, str], bool] = {}
-    with serve_in_thread(link_server(planted_links, base)) as web_port, \
-            serve_in_thread(github_api(planted_ok, [])) as api_port:
-        base.append(f"http://127.0.0.1:{web_port}")
-        root = tmp_path / "state"
-        simulate(7, root, agents=6, days=1, url_base=base[0])
-        planted_links.update(json.loads((root / ".sim" / "links.json").read_text()))
-        planted = [json.loads(x) for x in (root / ".sim" / "checks.jsonl").read_text().splitlines()]
-        planted_ok.update({(c["type"], c["target"]): c["ok"] for c in planted})
-        cfg = tmp_path / "c.toml"
-        cfg.write_text(f'[github]\nrepo = "acme/app"\napi_url = "http://127.0.0.1:{api_port}"\n'
-                       f'[verify]\nallow_networks = ["127.0.0.0/8"]\nper_host = 8\n'
-                       '[verify.rates]\nurl = 0.5\npath = 0.5\nrun = 0.5\nissue = 0.5\n')
+    with planted_state(tmp_path, 7, config="[verify.rates]\nurl = 0.5\npath = 0.5\nrun = 0.5\nissue = 0.5\n") \
+            as (root, cfg, planted):
         by_cli = tmp_path / "cli.db"
         out = honestyd("verify", "--sample", AT.date().isoformat(), "--state", root, "--db", by_cli, "--config", cfg,
                        "--at", END, "--json")

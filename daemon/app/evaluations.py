@@ -43,11 +43,7 @@ class Evaluations(Chronicle):
             return
         self._rescoring += 1
         try:
-            await self._rescore_while_dirty()
-        except sqlite3.DatabaseError as exc:
-            if not lifecycle.store_damaged(exc):
-                raise
-            self._store_damaged(exc, "evaluation")
+            await self._survives("evaluation", self._rescore_while_dirty())
         finally:
             self._rescoring -= 1
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +19,6 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from daemon import lifecycle
 from daemon.app.watching import Watching
 
 log = logging.getLogger("honestyd")
@@ -60,11 +58,7 @@ class Scheduling(Watching):
             assert task is not None
             self._job_tasks.add(task)
             try:
-                await fn()
-            except sqlite3.DatabaseError as exc:
-                if not lifecycle.store_damaged(exc):
-                    raise
-                self._store_damaged(exc, getattr(fn, "__name__", "job").strip("_"))
+                await self._survives(getattr(fn, "__name__", "job").strip("_"), fn())
             finally:
                 self._job_tasks.discard(task)
 

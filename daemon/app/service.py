@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-import sqlite3
 import sys
 import time
 from dataclasses import replace
@@ -74,12 +73,7 @@ class Daemon(HttpBackend, Scheduling, Watching, Evaluations, Chronicle, StoreKee
             if not await self._claim():
                 return
             try:
-                await self._start(loop)
-                await self._main_loop()
-            except sqlite3.DatabaseError as exc:
-                if not lifecycle.store_damaged(exc):
-                    raise
-                self._store_damaged(exc, "start")
+                await self._survives("start", self._start_then_loop(loop))
             finally:
                 await self._shutdown()
         finally:
@@ -104,6 +98,10 @@ class Daemon(HttpBackend, Scheduling, Watching, Evaluations, Chronicle, StoreKee
         if removed is not None:
             log.info("removed %s, left by a stop that did not finish", removed)
         return True
+
+    async def _start_then_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        await self._start(loop)
+        await self._main_loop()
 
     async def _start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Catch up with the state root, evaluate, then serve and watch (returns early once asked to stop)."""

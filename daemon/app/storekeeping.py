@@ -8,7 +8,7 @@ import asyncio
 import logging
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TypeVar
 
@@ -96,6 +96,17 @@ class StoreKeeping(DaemonState):
             log.warning("store accepts writes again: ingest resumed after %.1f s",
                         time.monotonic() - self._store_failing_since)
             self._store_failing_since = None
+
+    async def _survives(self, what: str, work: Awaitable[None]) -> bool:
+        """Await ``work``; False if it found the store damaged (then the daemon stops: see _store_damaged)."""
+        try:
+            await work
+        except sqlite3.DatabaseError as exc:
+            if not lifecycle.store_damaged(exc):
+                raise
+            self._store_damaged(exc, what)
+            return False
+        return True
 
     def _store_damaged(self, exc: sqlite3.DatabaseError, what: str) -> None:
         """A query found the database damaged while running: one ERROR line saying what to do, /readyz 503, and a

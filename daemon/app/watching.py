@@ -28,7 +28,6 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 
-from daemon import lifecycle
 from daemon.app.evaluations import Evaluations
 from daemon.executors import run_in
 from daemon.ingest import Ingester, IngestStats
@@ -202,12 +201,7 @@ class Watching(Evaluations):
         """One ingest pass, once the store is in place (see _store_in_place); a damaged store stops the daemon."""
         if self.ingester is None or not await self._store_in_place():
             return
-        try:
-            await self._ingest_pass()
-        except sqlite3.DatabaseError as exc:
-            if not lifecycle.store_damaged(exc):
-                raise
-            self._store_damaged(exc, "ingest")
+        if not await self._survives("ingest", self._ingest_pass()):
             return
         if self._recovering and not self.full_rescan_pending:
             self._recovering = False  # the new store has caught up with the state root: evaluate it
@@ -257,6 +251,9 @@ class Watching(Evaluations):
             return ingester.committed, paths, exc
 
     async def _scan(self) -> None:
+        await self._survives("start-up scan", self._start_up_scan())
+
+    async def _start_up_scan(self) -> None:
         assert self.lock is not None and self.ingester is not None
         async with self.lock:
             try:
@@ -266,11 +263,6 @@ class Watching(Evaluations):
                 self.full_rescan_pending = self._pending_scan_unobserved = True
                 self._store_refused(exc, "start-up scan")
                 stats = self.ingester.committed
-            except sqlite3.DatabaseError as exc:
-                if not lifecycle.store_damaged(exc):
-                    raise
-                self._store_damaged(exc, "start-up scan")
-                return
         self._count(stats)
 
     def _count(self, stats: IngestStats) -> None:
