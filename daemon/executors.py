@@ -1,6 +1,6 @@
 """The daemon's worker threads: one pool per kind of work, and the call that runs a function on one of them.
 
-Used by the running service (daemon/app/) and by the model's keeper (daemon/model.py), which both hand blocking
+Used by the running service (daemon/app/) and by the model's keeper (daemon/modelkeeper.py), which both hand blocking
 work (SQLite, the scoring model) to a pool of its kind so that the event loop stays free for HTTP.
 """
 

@@ -2,7 +2,7 @@
 
 The model holds a Python object per record (scorers/live.py), hundreds of thousands of them, and CPython's full
 collection walks every tracked object outside the permanent generation. The daemon freezes the model it loads
-(daemon/model.py ``load_feed``), but records that arrive later pile up in the oldest generation, and each full
+(daemon/modelkeeper.py ``load_feed``), but records that arrive later pile up in the oldest generation, and each full
 collection then walks all of them, pausing the threads that wait for the GIL (the figures are in
 docs/performance.md).
 

@@ -1,8 +1,8 @@
 """``honestyd run``: one asyncio process that watches, ingests, scores, verifies and serves.
 
 :class:`Daemon` wires the rest of honestyd together: collectors (through the ingester) → store → scorers (through
-the model's keeper, daemon/model.py) → sinks (/metrics, the API and pages, the history rows, the changelog). It is
-one object made of one part per idea, each a module here that builds on the ones below it:
+the keeper of the scoring model, daemon/modelkeeper.py) → sinks (/metrics, the API and pages, the history rows,
+the changelog). It is one object made of one part per idea, each a module here that builds on the ones below it:
 
 * ``service``: the life — claims, start, main loop, reload, ordered shutdown (signals only set flags);
 * ``backend``: what the HTTP API asks (daemon/api.py's ``Backend``), and the HTTP server;

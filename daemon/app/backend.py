@@ -17,7 +17,7 @@ from daemon.api import HTTP_LIMITS, HTTP_LOG, ConnectionLimit, connection_budget
 from daemon.app.scheduling import Scheduling
 from daemon.config import Config
 from daemon.executors import run_in
-from daemon.model import LiveFeed
+from daemon.modelkeeper import LiveFeed
 from daemon.snapshot import Snapshot
 from scorers.history import DayCounts
 from scorers.score import AgentResult

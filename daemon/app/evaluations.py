@@ -1,5 +1,5 @@
 """The running daemon's evaluations: asked for after every ingest pass (a flag, so requests made during one are one
-more), each bringing the model up to date and evaluating it (daemon/model.py), then publishing the snapshot that
+more), each bringing the model up to date and evaluating it (daemon/modelkeeper.py), then publishing the snapshot that
 /metrics, the API and the pages read, and writing its history rows and changelog entries."""
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from daemon.gcpolicy import Freezer
 from daemon.ingest import Clock, Ingester, system_clock
 from daemon.limits import HeldBackLog
 from daemon.metrics import make_registry
-from daemon.model import ModelKeeper
+from daemon.modelkeeper import ModelKeeper
 from daemon.notify import Notifier
 from daemon.snapshot import Snapshot
 from daemon.store import Store
@@ -81,7 +81,7 @@ class DaemonState:
         self._rescoring = 0  # evaluations running (the startup one and the scheduler's job)
         self.poller = LogPoller(self._config.state_root)
         self._poll_task: asyncio.Task[None] | None = None
-        #: The scoring model (daemon/model.py): loaded by the first evaluation, dropped when the store is lost.
+        #: The scoring model (daemon/modelkeeper.py): loaded by the first evaluation, dropped when the store is lost.
         self.keeper = ModelKeeper(self.executors.model)
         self._history_written: tuple[date, float] | None = None
         self.freezer = Freezer()  # records that arrive stay out of the full collections (daemon/gcpolicy.py)
