@@ -37,7 +37,7 @@ import hashlib, json, sys, time
 sys.path.insert(0, {root!r})
 from collectors.rfc3339 import parse_ts
 from daemon.config import Config
-from daemon.live import LiveFeed
+from daemon.modelkeeper import LiveFeed
 from daemon.store import Store
 from scorers.score import to_json
 db, at, mode = sys.argv[1], parse_ts(sys.argv[2]), sys.argv[3]

@@ -57,7 +57,7 @@ def task_rescore(args: Args) -> Args:
 
     from collectors.rfc3339 import parse_ts
     from daemon.config import load_config
-    from daemon.live import LiveFeed
+    from daemon.modelkeeper import LiveFeed
     from daemon.store import Store
 
     config = load_config(Path(args["config"]))

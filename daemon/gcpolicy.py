@@ -2,19 +2,16 @@
 
 The model holds a Python object per record (scorers/live.py), hundreds of thousands of them, and CPython's full
 collection walks every tracked object outside the permanent generation. The daemon freezes the model it loads
-(daemon/app.py ``_load_feed``), but records that arrive later pile up in the oldest generation, and each full
-collection then walks all of them: on the soak's fast clock (a month's records arriving in five minutes) full
-collections came every 6-13 s and took 24 ms at 30 s, 134 ms at two minutes and 170 ms at four, and the probes that
-met one waited up to 0.57 s.
+(daemon/modelkeeper.py ``load_feed``), but records that arrive later pile up in the oldest generation, and each full
+collection then walks all of them, pausing the threads that wait for the GIL (the figures are in
+docs/performance.md).
 
 So after evaluations, at most every ``every`` seconds, the young generations are collected (their cyclic garbage
 goes) and everything left is frozen: a full collection then walks only what arrived since. The model's records
 hold no reference cycles, so frozen ones are still freed by reference counting when the model lets them go. What
 freezing can keep is cyclic garbage already in the oldest generation (objects that survived two collections and
-then fell into a cycle), and it is little: in a fast-clock soak run with a sweep every minute instead of every
-day, the four sweeps found 5, 0, 0 and 5 objects to collect among 170k-536k frozen. To bound it, once every
-``sweep_every`` seconds everything is unfrozen and collected in full: one pause (0.77-0.84 s over the 1.4M tracked
-objects of the benchmark's 961k-record model), once a day by default, logged with its length.
+then fell into a cycle), and it is little. To bound it, once every ``sweep_every`` seconds everything is unfrozen
+and collected in full: one pause, once a day by default, logged with its length.
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ from collections.abc import Callable
 
 log = logging.getLogger("honestyd.gc")
 
-#: Seconds between two freezes: a full collection walks at most this long's new objects (~5 s × 2,000 events/s).
+#: Seconds between two freezes: a full collection walks at most this long's new objects.
 FREEZE_EVERY = 5.0
 #: Seconds between two full sweeps of everything, frozen or not (what bounds the cyclic garbage freezing keeps).
 SWEEP_EVERY = 86_400.0

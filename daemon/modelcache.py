@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from daemon.config import Config
-from daemon.live import LiveFeed
+from daemon.modelkeeper import LiveFeed
 from daemon.store import Store
 from scorers.live import RECORD_TYPES, outcome_part, pack_records, unpack_records
 
@@ -61,7 +61,7 @@ MAGIC = b"honestyd-model-cache\n"
 #: Bumped when the file's layout changes (the code hash covers the pickled objects).
 FORMAT = 2
 #: The modules whose objects the cache holds or whose rules produced its cached outcomes.
-_CODE = ("scorers", "collectors", "daemon/live.py", "daemon/config.py")
+_CODE = ("scorers", "collectors", "daemon/modelkeeper.py", "daemon/config.py")
 
 
 def path_for(db_path: Path) -> Path:

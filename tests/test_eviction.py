@@ -29,7 +29,7 @@ from collectors.rfc3339 import format_ts
 from daemon import modelcache
 from daemon.config import Config, GitHub
 from daemon.ingest import Ingester
-from daemon.live import LiveFeed
+from daemon.modelkeeper import LiveFeed
 from daemon.store import Store
 from scorers.context import Context
 from scorers.live import HistoryEvicted

@@ -51,7 +51,7 @@ import pytest
 
 from collectors.rfc3339 import format_ts
 from daemon import app as app_module
-from daemon.app import Daemon, Overrides
+from daemon.app import Daemon, Overrides, storekeeping
 from daemon.config import Config, GitHub
 from daemon.config import Daemon as DaemonSettings
 from daemon.ingest import passes as ingest_module
@@ -439,7 +439,7 @@ def test_a_store_full_at_start_up_still_serves_then_catches_up(
             store.conn.execute(f"PRAGMA max_page_count = {pages}")
             return store
 
-    monkeypatch.setattr(app_module, "Store", FullStore)
+    monkeypatch.setattr(storekeeping, "Store", FullStore)
 
     async def scenario() -> None:
         async with _serving(_config(root, db)) as d:

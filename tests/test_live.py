@@ -27,7 +27,7 @@ from collectors import phrases
 from collectors.records import CheckResult, Event, FileEntry, Label
 from daemon import modelcache
 from daemon.config import Config, GitHub, Phrases
-from daemon.live import LiveFeed
+from daemon.modelkeeper import LiveFeed
 from scorers import live
 from scorers.context import Context, Records, paths_of, sort_key
 from scorers.live import HistoryEvicted, LiveModel, Vocabulary, reduce_text

@@ -72,7 +72,7 @@ from collectors.statedir import walk
 from daemon import modelcache
 from daemon.config import Config
 from daemon.ingest import Ingester
-from daemon.live import LiveFeed
+from daemon.modelkeeper import LiveFeed
 from daemon.store import Store
 from scorers.context import Context
 from scorers.score import evaluate_window, to_json

@@ -25,7 +25,7 @@ from collectors.rfc3339 import format_ts
 from daemon import modelcache
 from daemon.config import Config, Daemon, Phrases, Verify
 from daemon.ingest import Ingester
-from daemon.live import LiveFeed
+from daemon.modelkeeper import LiveFeed
 from daemon.simulate import simulate
 from daemon.store import Store
 from tests.daemon_harness import daemon, stop, wait_for, write_config

@@ -4,6 +4,8 @@ fake GitHub API, checked by the real CLI, stored, exported, and scored back to w
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,22 +52,32 @@ def github_api(ok: dict[tuple[str, str], bool], seen: list[str]) -> web.Applicat
     return app
 
 
-def test_verify_all_gives_the_planted_verifiability(honestyd: Run, tmp_path: Path) -> None:
+@contextmanager
+def planted_state(tmp_path: Path, seed: int, *, config: str = "",
+                  auth: list[str] | None = None) -> Iterator[tuple[Path, Path, list[dict[str, Any]]]]:
+    """A simulated state (``tmp_path/state``), its links on a local web server and its runs and issues on a fake GitHub
+    API, both answering as the simulator planted until the block ends, and a config for them (``config`` appended):
+    (root, config file, the planted checks). ``auth`` collects the API requests' Authorization headers."""
     base: list[str] = []
     planted_links: dict[str, int] = {}
     planted_ok: dict[tuple[str, str], bool] = {}
-    auth: list[str] = []
     with serve_in_thread(link_server(planted_links, base)) as web_port, \
-            serve_in_thread(github_api(planted_ok, auth)) as api_port:
+            serve_in_thread(github_api(planted_ok, [] if auth is None else auth)) as api_port:
         base.append(f"http://127.0.0.1:{web_port}")
         root = tmp_path / "state"
-        simulate(99, root, agents=6, days=1, url_base=base[0])
+        simulate(seed, root, agents=6, days=1, url_base=base[0])
         planted_links.update(json.loads((root / ".sim" / "links.json").read_text()))
         planted = [json.loads(x) for x in (root / ".sim" / "checks.jsonl").read_text().splitlines()]
         planted_ok.update({(c["type"], c["target"]): c["ok"] for c in planted})
         cfg = tmp_path / "c.toml"
         cfg.write_text(f'[github]\nrepo = "acme/app"\napi_url = "http://127.0.0.1:{api_port}"\n'
-                       f'[verify]\nallow_networks = ["127.0.0.0/8"]\nper_host = 8\n')
+                       f'[verify]\nallow_networks = ["127.0.0.0/8"]\nper_host = 8\n' + config)
+        yield root, cfg, planted
+
+
+def test_verify_all_gives_the_planted_verifiability(honestyd: Run, tmp_path: Path) -> None:
+    auth: list[str] = []
+    with planted_state(tmp_path, 99, auth=auth) as (root, cfg, planted):
         db = tmp_path / "h.db"
         out = honestyd("verify", "--all", "--state", root, "--db", db, "--config", cfg, "--at", END, "--json")
         summary = json.loads(out.stdout)["types"]

@@ -1,27 +1,41 @@
-"""Keeps the daemon's in-memory scoring model (:mod:`scorers.live`) in step with the store.
+"""The daemon's scoring model (:mod:`scorers.live`) and its keeper: loaded, kept in step with the store, evaluated.
 
-The model is loaded once (on start, and after a reload changes the config), then fed what each ingest
-pass committed: events and labels by growing rowid, checks by growing seq, and, from the store's change
-feed (migrations 005 and 009), the Markdown decisions removed, the file-index entries and the symlinks
-changed. Everything is read in one read transaction with the marks that say where the feed is up to, so
-a record is applied exactly once however the reads interleave with the writer.
+:class:`LiveFeed` is the model and the store marks it reflects. It is loaded once (on start, from the model cache when
+there is a usable one, and again after a reload changes the config), then fed what each ingest pass committed:
+events and labels by growing rowid, checks by growing seq, and, from the store's change feed (migrations 005 and
+009), the Markdown decisions removed, the file-index entries and the symlinks changed. Everything is read in one
+read transaction with the marks that say where the feed is up to, so a record is applied exactly once however the
+reads interleave with the writer. :class:`ModelKeeper` is what the running daemon holds: the one feed, built,
+adopted or rebuilt, synced and evaluated on the model's worker thread, and written to the model cache at a stop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import gc
+import logging
 import threading
-from collections.abc import Collection, Iterator
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping
+from concurrent.futures import Executor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
-from collectors.records import Event, Label
+from collectors.records import EvalReport, Event, Label
 from collectors.rfc3339 import from_us, to_us
+from daemon import limits
 from daemon.config import Config
+from daemon.executors import run_in
+from daemon.limits import Exported, HeldBackLog
 from daemon.store import Store
-from scorers.live import LiveModel
+from scorers.live import HistoryEvicted, LiveModel
 from scorers.score import AgentResult, WindowResult
+
+log = logging.getLogger("honestyd")
 
 Marks = tuple[int, int, int, int]
 
@@ -190,3 +204,128 @@ def _stored_under(store: Store, ids: Collection[str]) -> tuple[list[Event], list
     """Every stored event with one of ``ids`` and every label on one of them (the model recalls records it let go:
     :meth:`LiveModel.add_events`); asked inside the sync's read transaction, so it sees what the sync reads."""
     return store.events_with_ids(ids), store.labels_on(ids)
+
+
+def sync_feed(feed: LiveFeed, reader: Store) -> tuple[EvalReport, ...]:
+    """Apply what the store committed to the model, and read the benchmark reports, on the evaluations' reader."""
+    feed.sync(reader)
+    return tuple(reader.evals())
+
+
+def load_feed(config: Config, cache: Path | None = None, at: datetime | None = None) -> LiveFeed:
+    """A model of the store, read on a connection of its own (ingest goes on meanwhile): from the model cache at
+    ``cache`` when there is a usable one (the sync that follows applies what was committed since), else built (the
+    records it would let go at its first evaluation, ``at`` or later, are left in the store: see LiveFeed.load).
+    """
+    from daemon import modelcache  # imported here: modelcache imports LiveFeed from this module
+
+    with Store.open(config.db_path, readonly=True) as reader:
+        feed = None if cache is None else modelcache.load(cache, config, reader, freeze=True)
+        if feed is None:
+            feed = LiveFeed(config)
+            feed.load(reader, at)
+    # The model is millions of long-lived objects: a full collection walking them all would pause the loop's worker
+    # threads. Frozen, the collector leaves them alone; new objects are collected as usual.
+    gc.collect()
+    gc.freeze()
+    return feed
+
+
+def export(feed: LiveFeed, windows: Mapping[str, WindowResult], config: Config, held_back: HeldBackLog) -> Exported:
+    """The agents this evaluation exports as series ([limits]); those newly held back are logged once."""
+    listed = {a for w in windows.values() for a in w.agents}
+    exported = limits.select(listed, config.limits, feed.latest_decisions)
+    held_back.note(exported, listed)
+    return exported
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One evaluation of the model: the feed evaluated, when, every window, what it exports, the benchmark reports."""
+
+    feed: LiveFeed
+    at: datetime
+    windows: dict[str, WindowResult]
+    exported: Exported
+    evals: tuple[EvalReport, ...]
+
+
+class ModelKeeper:
+    """The running daemon's one scoring model; all its work runs on ``executor`` (the model's worker thread).
+
+    :attr:`feed` is None before the first load and while a rebuild is under way: audits and ``knows_decision`` then
+    answer without the model.
+    """
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        self.feed: LiveFeed | None = None
+
+    async def evaluate(self, config: Config, reader: Store, clock: Callable[[], datetime],
+                       held_back: HeldBackLog) -> Evaluation | None:
+        """Bring the model up to date with the store (``reader``: the evaluations' own connection) and evaluate every
+        window at ``clock()``; None when the clock stepped back past what the model keeps (it is dropped: the next
+        call rebuilds it).
+
+        The model is loaded once (and again after a reload changes the config), so a long first load never holds
+        up ingest; afterwards each call applies only what was committed since, and only the decisions that can have
+        changed are re-evaluated (scorers/live.py).
+        """
+        from daemon import modelcache  # imported here: modelcache imports LiveFeed from this module
+
+        feed = self.feed
+        # The cache is for the first load only: it is read once, and a rebuild is for another configuration.
+        cache = modelcache.path_for(config.db_path) if feed is None and config.daemon.model_cache else None
+        if feed is not None and feed.config is not config:
+            if await run_in(self.executor, feed.adopt, config):
+                log.info("reload: scoring model kept (what changed is read only when windows are summed)")
+            else:
+                # Let go of the old model before building the new one: memory holds one model, not two. Until it is
+                # built the snapshot's numbers are served, and audits show them without rows.
+                log.info("reload: the rules read what changed (or a window grew past what the model let go);"
+                         " rebuilding the scoring model from the store")
+                self.feed = feed = None
+        if feed is None:
+            feed = await run_in(self.executor, load_feed, config, cache, clock())
+        evals = await run_in(self.executor, sync_feed, feed, reader)
+        self.feed = feed
+        at = clock()
+        try:
+            windows = await run_in(self.executor, feed.evaluate, at)
+        except HistoryEvicted as exc:
+            log.warning("the clock stepped back past what the scoring model keeps (%s); rebuilding it", exc)
+            self.feed = None
+            return None
+        exported = await run_in(self.executor, export, feed, windows, config, held_back)
+        return Evaluation(feed, at, windows, exported, evals)
+
+    async def knows(self, decision: str, db: Path) -> bool | None:
+        """Whether a record with this id is stored (None: the model is still loading, so it cannot tell yet)."""
+        feed = self.feed
+        if feed is None:
+            return None
+
+        def ask() -> bool | None:
+            # A connection of its own: the evaluations' reader is in use outside the feed's lock too (evals()).
+            with Store.open(db, readonly=True) as reader:
+                return feed.knows(decision, reader)
+
+        return await asyncio.to_thread(ask)
+
+    async def save(self, config: Config, store: Store, status: Callable[[str], None]) -> None:
+        """Write the model cache of an evaluated model (daemon/modelcache.py); a failure is logged, never raised."""
+        from daemon import modelcache  # imported here: modelcache imports LiveFeed from this module
+
+        feed = self.feed
+        if feed is None or feed.at is None:
+            return
+        path = modelcache.path_for(config.db_path)
+        status(f"writing the model cache {path}")
+        started = time.monotonic()
+        try:
+            size = await run_in(self.executor, modelcache.save, feed, path, store.store_id())
+        except Exception as exc:  # whatever it was (a full disk, no memory left), the stop goes on; the next start
+            log.warning("model cache %s not written: %s", path, exc)  # builds the model from the store
+            return
+        log.info("model cache %s written: %.1f MB in %.1f s", path, size / 1e6, time.monotonic() - started)
+

@@ -1,0 +1,136 @@
+"""The running daemon as the HTTP API and pages see it (the ``Backend`` protocol of daemon/api.py), and the HTTP
+server it starts on the sockets bound at start-up: the latest snapshot, audits built from the model on request,
+stored histories, reviewers' tokens, and label writes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from datetime import datetime
+from pathlib import Path
+
+from aiohttp import web
+
+from daemon import logsetup, safefile
+from daemon.app.scheduling import Scheduling
+from daemon.config import Config
+from daemon.executors import run_in
+from daemon.http.app import make_app
+from daemon.http.server import HTTP_LIMITS, HTTP_LOG, ConnectionLimit, connection_budget, descriptor_limit
+from daemon.modelkeeper import LiveFeed
+from daemon.snapshot import Snapshot
+from scorers.history import DayCounts
+from scorers.score import AgentResult
+
+log = logging.getLogger("honestyd")
+
+LABELS_FILE = "labels/api.jsonl"
+
+
+def parse_reviewers(text: str) -> dict[str, str]:
+    """``reviewer:token`` pairs separated by commas or new lines → {token: reviewer}."""
+    tokens: dict[str, str] = {}
+    for item in text.replace("\n", ",").split(","):
+        reviewer, sep, token = item.strip().partition(":")
+        if sep and reviewer.strip() and token.strip():
+            tokens[token.strip()] = reviewer.strip()
+    return tokens
+
+
+class HttpBackend(Scheduling):
+    """What the handlers ask of the daemon, and the server that runs them."""
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        """The latest evaluation (None before the first)."""
+        return self._snapshot
+
+    @property
+    def config(self) -> Config:
+        """The configuration in force."""
+        return self._config
+
+    def now(self) -> datetime:
+        """The daemon's clock."""
+        return self.clock()
+
+    def reviewers(self) -> dict[str, str]:
+        """{token: reviewer} from the configured environment variable and credentials file."""
+        api = self._config.api
+        tokens = parse_reviewers(self.environ.get(api.reviewers_env, "")) if api.reviewers_env else {}
+        if api.reviewers_file:
+            try:
+                tokens.update(parse_reviewers(Path(api.reviewers_file).read_text(encoding="utf-8")))
+            except OSError as exc:
+                log.warning("reviewers file %s: %s", api.reviewers_file, exc.strerror)
+        return tokens
+
+    async def history(self, agent: str) -> list[DayCounts]:
+        """The stored daily counts of one agent."""
+        assert self.lock is not None and self.store is not None
+        if self._recovering:
+            raise web.HTTPServiceUnavailable(text="the store is being rebuilt from the state root")
+        store = self.store
+        return await self._locked(lambda: store.history(agent))
+
+    async def knows_decision(self, decision: str) -> bool | None:
+        """Whether a record with this id is stored (None: the model is still loading, so it cannot tell yet)."""
+        return await self.keeper.knows(decision, self._config.db_path)
+
+    async def append_label(self, label: dict[str, str]) -> None:
+        """Append one label line to ``labels/api.jsonl`` (one write, O_APPEND) and ingest it.
+
+        Raises OSError, logged as an ERROR naming the path: :class:`safefile.RefusedFile` when that name, or
+        ``labels``, is not a regular file (a directory) inside the state root (a symlink, a FIFO, a device).
+        """
+        line = (json.dumps(label, ensure_ascii=False) + "\n").encode("utf-8")
+        try:
+            await run_in(self.executors.ingest, safefile.append, self._config.state_root, LABELS_FILE, line)
+        except OSError as exc:
+            log.error("label not written: %s: %s", exc.filename, exc.strerror)
+            raise
+        self._on_path(LABELS_FILE)
+
+    async def audit(self, agent: str, window: str) -> tuple[datetime, AgentResult] | None:
+        """One agent's result with every audit row, built on request from the model (not kept per snapshot)."""
+        feed = self.keeper.feed
+        if feed is None:
+            return None
+        return await run_in(self.executors.requests, self._audit_rows, feed, agent, window)
+
+    def _audit_rows(self, feed: LiveFeed, agent: str, window: str) -> tuple[datetime, AgentResult] | None:
+        found = feed.agent_result(agent, window)
+        if found is not None:
+            self.freezer.after_audit()  # its rows live until it is answered: no collection walks them meanwhile
+        return found
+
+    def _host(self) -> str:
+        return self._config.daemon.listen.rpartition(":")[0].strip("[]")
+
+    async def _start_http(self) -> None:
+        # HTTP_LIMITS: header size limits and the idle/slow-client cut-off; HTTP_LOG: malformed requests logged as
+        # one rate-limited line, not a traceback each (see daemon/api.py). They are keyword arguments of the request
+        # handler, passed straight through: an unknown one would make aiohttp drop them all, access_log=None
+        # included, with only a warning.
+        runner = web.AppRunner(make_app(self, executor=self.executors.requests), access_log=None, logger=HTTP_LOG,
+                               **HTTP_LIMITS)
+        await runner.setup()
+        # No more connections than the descriptor limit leaves room for (see ConnectionLimit); a failed accept()
+        # is one line, not a traceback (and repeats are counted: daemon/logsetup.py).
+        limit = descriptor_limit()
+        budget = connection_budget(limit)
+        if budget < self._config.api.max_connections:
+            log.warning("[api] max_connections = %d, but a descriptor limit of %d leaves room for %d connections:"
+                        " holding at most that many (raise LimitNOFILE= to allow more)",
+                        self._config.api.max_connections, limit, budget)
+        asyncio.get_running_loop().set_exception_handler(logsetup.loop_exception_handler)
+        assert self._listeners, "serve() binds the listening sockets first"
+        sockets = self._listeners
+        for sock in sockets:  # bound by _claim, before anything was ingested or written
+            await web.SockSite(runner, sock).start()
+        self.port = int(sockets[0].getsockname()[1])
+        self.runner = runner
+        assert runner.server is not None
+        self.connections = ConnectionLimit(runner.server, lambda: min(self._config.api.max_connections, budget))
+        self.connections.take_over(sockets)
