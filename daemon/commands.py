@@ -230,7 +230,7 @@ def cmd_checks_import(args: argparse.Namespace) -> int:
     checks, rejects = load_checks(Path(args.file).read_bytes(), str(args.file))
     for r in rejects:
         print(f"{r.path}:{r.line}: rejected check ({r.reason})", file=sys.stderr)
-    with Store.open(Path(args.db)) as store, store.atomic():
+    with Store.open(Path(args.db)) as store, store.transaction():
         store.add_checks(checks)
     print(f"imported {len(checks)} checks, {len(rejects)} rejected")
     return 1 if rejects else 0
@@ -340,7 +340,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.db is not None:
         with Store.open(Path(args.db), readonly=not counts) as store:  # only --backfill writes
             if counts:
-                with store.atomic():
+                with store.transaction():
                     store.put_history(counts)
             counts = store.history(args.agent)
             if not counts and not store.has_agent(args.agent):

@@ -93,7 +93,7 @@ def prepare(directory: Path, seed: int, listen: str) -> tuple[Path, Path, Path]:
     simulate(seed, root, agents=10, days=3, start=start)
     config.write_text(DEMO_CONFIG.format(listen=listen))
     checks, _ = load_checks((root / ".sim" / "checks.jsonl").read_bytes(), "checks.jsonl")
-    with Store.open(db) as store, store.atomic():
+    with Store.open(db) as store, store.transaction():
         store.add_checks(checks)
     return root, db, config
 

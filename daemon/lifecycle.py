@@ -19,8 +19,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.store.errors import store_damaged as store_damaged  # where daemon/app.py asks it
-
 log = logging.getLogger("honestyd")
 
 #: Exit statuses of ``honestyd`` (0: stopped cleanly; 1: an unexpected error, with its traceback).

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from collectors.records import EvalReport, Event, Label
-from collectors.rfc3339 import from_us, to_us
+from collectors.rfc3339 import from_us
 from daemon import limits
 from daemon.config import Config
 from daemon.executors import run_in
@@ -94,17 +94,15 @@ class LiveFeed:
         :meth:`LiveModel.let_go`) stay in the store, only their ids are read."""
         with self._lock, store.reading():
             marks = store.feed_marks()
-            where, params = "e.rowid <= ?", [marks[0]]
+            horizon = None
             if at is not None:
                 horizon = self.model.horizon_at(at)
                 old = store.ids_only_before(horizon, marks[0])
                 self.model.let_go(horizon, old)
-                # An id goes with all its records: an old record whose id is also on a newer one is read.
-                where += " AND (e.ts_us > ? OR e.id IN (SELECT id FROM events WHERE ts_us > ?))"
-                params += [to_us(horizon), to_us(horizon)]
-            # With a lookup, should an id read share its 64-bit hash with one let go.
+            # With a lookup, should an id read share its 64-bit hash with one let go. An id goes with all its
+            # records: an old record whose id is also on a newer one is read (events_up_to's newer_than).
             lookup = functools.partial(_stored_under, store)
-            self.model.add_events((e for _, e in store.iter_events(where, params)), lookup)
+            self.model.add_events((e for _, e in store.events_up_to(marks[0], newer_than=horizon)), lookup)
             self._heartbeat_top = store.heartbeat_top(marks[0])
             self.model.add_labels(label for rowid, label in store.labels_since(0) if rowid <= marks[1])
             self.model.add_checks(c for c in store.checks_since(0) if c.seq <= marks[2])
@@ -129,14 +127,14 @@ class LiveFeed:
             # below the old maximum are handed out again, down to the largest surviving row. Heartbeat rows are never
             # removed, so after a removal every row above the largest heartbeat rowid seen is read again.
             start = self._heartbeat_top if documents else events
-            rows = list(store.iter_events("e.rowid > ? AND e.rowid <= ?", (start, new[0])))
+            rows = list(store.events_between(start, new[0]))
             heartbeats = [e for _, e in rows if e.line is not None]
             self._heartbeat_top = max([self._heartbeat_top, *(rowid for rowid, e in rows if e.line is not None)])
             documents |= {e.path for _, e in rows if e.line is None}
             lookup = functools.partial(_stored_under, store)
             self.model.add_events(heartbeats, lookup)
             for path in sorted(documents):
-                decisions = [e for _, e in store.iter_events("e.path = ? AND e.line = 0", (path,))]
+                decisions = store.decisions_of(path)
                 self.model.replace_document(path, decisions, lookup)
             new_labels = [label for rowid, label in store.labels_since(labels) if rowid <= new[1]]
             self.model.add_labels(new_labels)

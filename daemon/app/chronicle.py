@@ -87,10 +87,10 @@ def _store_history(store: Store, snap: Snapshot) -> None:
         for window, result in snap.windows.items()
         for agent, a in snap.exported.items(result.agents)
     ]
-    with store.atomic():
+    with store.transaction():
         store.put_history(counts)
 
 
 def _prune_changes(store: Store, applied: int) -> None:
-    with store.atomic():
+    with store.transaction():
         store.prune_changes(applied)

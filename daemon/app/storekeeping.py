@@ -15,9 +15,9 @@ from typing import TypeVar
 from daemon import lifecycle
 from daemon.app.state import DaemonState
 from daemon.executors import run_in
-from daemon.ingest import Ingester, store_full
+from daemon.ingest import Ingester
 from daemon.lifecycle import StartupError
-from daemon.store import Gate, Store, quick_check
+from daemon.store import Gate, Store, quick_check, store_damaged, store_full
 
 log = logging.getLogger("honestyd")
 
@@ -40,7 +40,7 @@ class StoreKeeping(DaemonState):
                                    lifecycle.damaged_message(db, problems[0], cfg.state_root, self.config_path))
             store = Store.open(db, gate=gate)
         except sqlite3.Error as exc:
-            if lifecycle.store_damaged(exc):
+            if store_damaged(exc):
                 raise StartupError(lifecycle.EXIT_STORE_DAMAGED,
                                    lifecycle.damaged_message(db, str(exc), cfg.state_root, self.config_path)) from None
             raise StartupError(lifecycle.EXIT_STORE_UNUSABLE, f"cannot open the store {db}: {exc}; check [store] path"
@@ -80,7 +80,7 @@ class StoreKeeping(DaemonState):
         assert self.store is not None
         # SQLite may leave a failed COMMIT's transaction open (SQLITE_FULL/BUSY): end it, or every later
         # atomic() would nest in it as a savepoint and never commit. A no-op when no transaction is open.
-        self.store.conn.rollback()
+        self.store.end_refused()
         full = store_full(exc)
         if full is not None:
             self.store_full += 1
@@ -102,7 +102,7 @@ class StoreKeeping(DaemonState):
         try:
             await work
         except sqlite3.DatabaseError as exc:
-            if not lifecycle.store_damaged(exc):
+            if not store_damaged(exc):
                 raise
             self._store_damaged(exc, what)
             return False

@@ -20,9 +20,8 @@ from collectors.sources import LOGS
 from daemon.ingest.parse import Parsed, parse_batch, parse_line
 from daemon.ingest.passes import Ingester
 from daemon.ingest.state import Clock, IngestStats, Sightings, system_clock
-from daemon.store.errors import store_full
 
 __all__ = [
     "LOGS", "Clock", "IngestStats", "Ingester", "Parsed", "Sightings", "parse_batch", "parse_line",
-    "store_full", "system_clock",
+    "system_clock",
 ]

@@ -87,11 +87,6 @@ class Queries(Connection):
         kinds = ",".join("?" * len(decisions_only))
         return [e for _, e in self._select_events(f"e.line = 0 OR e.kind IN ({kinds})", decisions_only)]
 
-    def iter_events(self, where: str = "", params: Sequence[Any] = ()) -> Iterator[tuple[int, Event]]:
-        """Deprecated: SQL from outside the store. Kept until daemon/live.py asks :meth:`Feed.events_up_to`,
-        :meth:`Feed.events_between` and :meth:`Feed.decisions_of` instead."""
-        return self._select_events(where, params)
-
     def _select_events(self, where: str = "", params: Sequence[Any] = ()) -> Iterator[tuple[int, Event]]:
         """(rowid, event) of the stored events matching ``where`` (SQL over alias ``e``), in rowid order.
 

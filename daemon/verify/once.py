@@ -65,5 +65,5 @@ def _targets(store: Store, config: Config, now: datetime, sample_day: date | Non
 
 
 def _store_checks(store: Store, results: list[CheckResult]) -> None:
-    with store.atomic():
+    with store.transaction():
         store.add_checks(results)
