@@ -20,7 +20,7 @@ from collectors.citations import PATH, Citation, normalise_path, path_never_exis
 from collectors.links import LinkMap, Links
 from collectors.records import CheckResult, Event, FileEntry, Label, Order
 from collectors.statedir import glob_regex
-from daemon.config import Config
+from scorers.spec import ScoringConfig
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class RuleContext(Protocol):
     """
 
     at: datetime
-    config: Config
+    config: ScoringConfig
 
     @property
     def checks(self) -> Mapping[tuple[str, str], CheckResult]:
@@ -116,7 +116,7 @@ def supersedes_check(c: CheckResult, prev: CheckResult | None) -> bool:
 class Context:
     """Indexes over the records at time ``at``; shared by all six component rules."""
 
-    def __init__(self, records: Records, at: datetime, config: Config) -> None:
+    def __init__(self, records: Records, at: datetime, config: ScoringConfig) -> None:
         self.at = at
         self.config = config
         self.decision_kinds = frozenset(config.decision_kinds)

@@ -45,7 +45,6 @@ import re
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 from typing import Any, NamedTuple
@@ -55,7 +54,6 @@ from collectors.citations import path_never_exists
 from collectors.links import NO_LINKS, LinkMap, Links
 from collectors.records import CheckResult, Event, FileEntry, Label, Order
 from collectors.rfc3339 import from_us, from_us_many, to_us
-from daemon.config import COMPONENTS, Config
 from scorers import consistency_under_repeat, gap_surfacing_rate, refusal_correctness, self_correction_rate
 from scorers.context import paths_of, prompt_key, sort_key, supersedes_check, supersedes_label
 from scorers.score import (
@@ -68,6 +66,7 @@ from scorers.score import (
     summarise,
     window_width,
 )
+from scorers.spec import COMPONENTS, ScoringConfig, outcome_part
 
 _NEVER = datetime.max.replace(tzinfo=UTC)
 _DAWN = datetime.min.replace(tzinfo=UTC)
@@ -82,27 +81,6 @@ _SEPARATOR = "\n"
 #: Decisions per block of the cached prefix sums (see _range_sums): a window's sum adds at most 2 × (_BLOCK − 1)
 #: decisions' counts to one difference of prefixes.
 _BLOCK = 32
-
-#: Config fields the model never reads: where files are, how the daemon listens, verifies and serves.
-UNREAD = frozenset({"state_root", "db_path", "changelog", "globs", "weights_file", "verify", "github", "daemon", "api",
-                    "benchmark_models", "limits"})
-#: Fields read only where a window's counts are summed and summarised (weights, the windows, the floor, z, the alert
-#: levels), never by a rule: the per-decision counts the model keeps do not depend on them (a repeat whose earlier
-#: answer left a window is taken back out at summing time, whatever the window).
-SUMMARY_ONLY = frozenset({"weights_active", "weights_versions", "weights_agents"})
-#: The same, inside ``[scoring]``.
-SUMMARY_ONLY_SCORING = frozenset({"windows", "min_decisions", "z", "alert_below", "drop_alert"})
-
-
-def outcome_part(config: Config) -> Config:
-    """``config`` with every field listed above at its default: two configs with equal parts give every decision the
-    same outcomes and the same per-decision counts. Any field not listed (one added later, too) is compared.
-    """
-    defaults = Config()
-    scoring = replace(config.scoring, **{name: getattr(defaults.scoring, name) for name in SUMMARY_ONLY_SCORING})
-    others = {f.name: getattr(defaults, f.name) for f in fields(Config) if f.name in UNREAD | SUMMARY_ONLY}
-    return replace(config, scoring=scoring, **others)
-
 
 #: How far behind the longest window the model keeps records (see :meth:`LiveModel._evict`): the clock may step back
 #: this far without a reload from the store.
@@ -406,7 +384,7 @@ class _Agent:
 class LiveModel:
     """Records in, per-window results out, re-evaluating only what changed. Not thread-safe: one owner."""
 
-    def __init__(self, config: Config, *, evict: bool = False) -> None:
+    def __init__(self, config: ScoringConfig, *, evict: bool = False) -> None:
         self.config = config
         self.at = _DAWN
         #: Let go of the records behind every window (:meth:`_evict`); then records must come with a lookup.
@@ -522,7 +500,7 @@ class LiveModel:
         state["_removed"] = {id(e) for e in state["_removed"]}
         self.__dict__.update(state)
 
-    def reconfigure(self, config: Config) -> bool:
+    def reconfigure(self, config: ScoringConfig) -> bool:
         """Take ``config`` when every kept outcome stays right under it (:func:`outcome_part` unchanged: a change of
         weights, windows, the floor, z, alert levels or what the model never reads); the windows are summed afresh at
         the next evaluation. False, and nothing changed, when the rules would decide differently: build a new model.

@@ -10,7 +10,6 @@ from typing import Any
 
 from collectors.records import Event
 from collectors.rfc3339 import format_ts, parse_duration
-from daemon.config import COMPONENTS, Config
 from scorers import (
     citation_rate,
     consistency_under_repeat,
@@ -21,6 +20,7 @@ from scorers import (
 )
 from scorers.context import Context, Records, RuleContext, in_window
 from scorers.outcome import Outcome
+from scorers.spec import COMPONENTS, ScoringConfig
 from scorers.wilson import wilson
 
 Rule = Callable[[Event, RuleContext, timedelta], Outcome]
@@ -129,7 +129,7 @@ def weighted(values: Mapping[str, float | None], weights: tuple[float, ...]) -> 
     return (total / coverage if coverage > 0 else None), coverage
 
 
-def score_agent(agent: str, rows: list[DecisionRow], config: Config) -> AgentResult:
+def score_agent(agent: str, rows: list[DecisionRow], config: ScoringConfig) -> AgentResult:
     """Aggregate one agent's rows: component ratios, floor, renormalised score, coverage, interval."""
     components: dict[str, ComponentResult] = {}
     for name in COMPONENTS:
@@ -148,7 +148,7 @@ def summarise(
     decisions: int,
     components: Mapping[str, ComponentResult],
     false_gaps: int,
-    config: Config,
+    config: ScoringConfig,
     rows: tuple[DecisionRow, ...] = (),
 ) -> AgentResult:
     """The floor, renormalised score, coverage and interval of one agent's component counts."""
@@ -178,7 +178,7 @@ def summarise(
     )
 
 
-def window_width(config: Config, window: str) -> timedelta:
+def window_width(config: ScoringConfig, window: str) -> timedelta:
     """The width of a named window: a configured one, or any duration like ``45d``."""
     for name, width in config.scoring.windows:
         if name == window:
@@ -201,7 +201,7 @@ def evaluate_window(ctx: Context, window: str, agents: list[str] | None = None) 
     return WindowResult(ctx.at, window, width, config.weights_active, results)
 
 
-def evaluate(records: Records, at: datetime, window: str, config: Config) -> WindowResult:
+def evaluate(records: Records, at: datetime, window: str, config: ScoringConfig) -> WindowResult:
     """The pure entry point: records, evaluation time, window and config in; the result out."""
     return evaluate_window(Context(records, at, config), window)
 

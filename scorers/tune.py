@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from collectors.rfc3339 import EPOCH
-from daemon.config import COMPONENTS
 from scorers.context import Context
 from scorers.outcome import NA, PENDING, Outcome
+from scorers.spec import COMPONENTS
 
 Vector = tuple[float, ...]
 

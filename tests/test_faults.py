@@ -53,8 +53,7 @@ from collectors.rfc3339 import format_ts
 from daemon import app as app_module
 from daemon import ingest as ingest_module
 from daemon.app import Daemon, Overrides
-from daemon.config import Config, GitHub
-from daemon.config import Daemon as DaemonSettings
+from daemon.config import Config, DaemonSettings, GitHub
 from daemon.store import Gate, Store
 from tests.conftest import HONESTYD, ROOT
 from tests.daemon_harness import free_port, in_process, wait_for, write_config

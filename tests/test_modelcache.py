@@ -23,7 +23,7 @@ import pytest
 from collectors.records import CheckResult
 from collectors.rfc3339 import format_ts
 from daemon import modelcache
-from daemon.config import Config, Daemon, Phrases, Verify
+from daemon.config import Config, DaemonSettings, Phrases, Verify
 from daemon.ingest import Ingester
 from daemon.live import LiveFeed
 from daemon.simulate import simulate
@@ -223,7 +223,7 @@ def test_refusals_name_their_reason(world: World, tmp_path: Path, caplog: pytest
             assert not world.cache.exists()
 
     # What the model never reads may change; anything it reads may not.
-    check(None, config=replace(CONFIG, daemon=Daemon(listen="127.0.0.1:1"), verify=Verify(per_host=1)))
+    check(None, config=replace(CONFIG, daemon=DaemonSettings(listen="127.0.0.1:1"), verify=Verify(per_host=1)))
     check("configuration the model reads has changed",
           config=replace(CONFIG, phrases=replace(CONFIG.phrases, gap=(*Phrases().gap, "unknown so far"))))
     check(None, config=SUMMED_DIFFERENTLY)

@@ -34,8 +34,7 @@ import aiohttp
 from collectors.rfc3339 import format_ts
 from daemon.api import RESERVED_FDS, SLOTS, _dumps, connection_budget
 from daemon.app import Daemon, Executors
-from daemon.config import Api, Config, GitHub
-from daemon.config import Daemon as DaemonSettings
+from daemon.config import Api, Config, DaemonSettings, GitHub
 from tests.daemon_harness import daemon, in_process, stop, wait_for
 
 #: The descriptor limit of the issue's host (systemd's default soft limit) and the connections held against it.

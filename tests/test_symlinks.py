@@ -182,8 +182,7 @@ def test_the_daemons_own_verification_job_resolves_paths_through_links(tmp_path:
     import asyncio
 
     from daemon.app import Daemon
-    from daemon.config import Daemon as DaemonSettings
-    from daemon.config import GitHub, Verify
+    from daemon.config import DaemonSettings, GitHub, Verify
 
     root = symlinked_state.build(tmp_path)
     db = tmp_path / "h.db"
