@@ -52,7 +52,7 @@ def features_of(outcomes: Mapping[str, Outcome]) -> tuple[float | None, ...]:
 
 def samples_from(ctx: Context, agent: str | None = None) -> list[Sample]:
     """One sample per current reviewer label on a decision (of ``agent``), over all of history to ``ctx.at``."""
-    from scorers.score import RULES
+    from scorers.rules import RULES
 
     everything = ctx.at - EPOCH
     out: list[Sample] = []

@@ -1,4 +1,4 @@
-"""The daemon's incremental model (scorers/live.py) agrees with the pure evaluation, field by field.
+"""The daemon's incremental model (scorers/live/) agrees with the pure evaluation, field by field.
 
 Random record sets arrive in random chunks (events in any read order, duplicate ids, Markdown decisions
 edited and deleted, labels, checks, file-index changes, symlinks made, re-pointed and removed with paths
@@ -29,6 +29,7 @@ from daemon import modelcache
 from daemon.config import Config, GitHub, Phrases
 from daemon.live import LiveFeed
 from scorers import live
+from scorers.live import eviction, sums
 from scorers.context import Context, Records, paths_of, sort_key
 from scorers.live import HistoryEvicted, LiveModel, Vocabulary, reduce_text
 from scorers.score import RULES, evaluate_window, to_json
@@ -42,9 +43,9 @@ def _small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Blocks of 3 decisions, so the cached prefix sums are built, reused and invalidated in every example; records
     let go 10 minutes behind the longest window, in steps of a minute, so the examples (which span ten weeks) let
     go of records, recall them when their ids come again, and step back past what was let go."""
-    monkeypatch.setattr(live, "_BLOCK", 3)
-    monkeypatch.setattr(live, "EVICT_SLACK", timedelta(minutes=10))
-    monkeypatch.setattr(live, "EVICT_EVERY", timedelta(minutes=1))
+    monkeypatch.setattr(sums, "BLOCK", 3)
+    monkeypatch.setattr(eviction, "EVICT_SLACK", timedelta(minutes=10))
+    monkeypatch.setattr(eviction, "EVICT_EVERY", timedelta(minutes=1))
 IDS = [f"d{i}" for i in range(14)]
 TEXTS = [
     "All good.", "No data yet.", "No, because red; instead wait.", "You're right, my mistake.",
@@ -317,18 +318,21 @@ def _assert_indexes_hold(model: LiveModel) -> None:
     assert filed == {(model._path_key(p), id(d)) for d in decisions for p in paths_of(d)}
     assert all(i in held for i in model._signal_claims)
     for a in model._agents.values():
-        assert len(a.counts) == len(a.pts) == len(a.events)
-        assert a.pts_sorted == sorted(p for p in a.pts if p is not None)
-        assert all(p <= d.ts for d, p in zip(a.events, a.pts, strict=True) if p is not None)  # _sum counts on it
-        assert a.repeats == [d for d, p in zip(a.events, a.pts, strict=True) if p is not None]
-        assert set(a.repeat_counts) == {id(d) for d in a.repeats}
-        assert {id(d) for d in a.awaiting} <= {id(d) for d in a.events}
-        assert a.awaiting == sorted(a.awaiting, key=sort_key)
+        assert len(a.counts) == len(a.events)
+        for an in a.anchored:  # the outcomes needing an earlier record inside the window (consistency's repeats)
+            assert len(an.times) == len(a.events)
+            assert an.sorted_times == sorted(p for p in an.times if p is not None)
+            assert all(p <= d.ts for d, p in zip(a.events, an.times, strict=True) if p is not None)  # _sum counts on it
+            assert an.decisions == [d for d, p in zip(a.events, an.times, strict=True) if p is not None]
+            assert [c[0] for c in an.contributions] == [p for p in an.times if p is not None]
+        for waiting in a.awaiting:
+            assert {id(d) for d in waiting} <= {id(d) for d in a.events}
+            assert waiting == sorted(waiting, key=sort_key)
         assert set(a.labelled) <= {d.id for d in a.events}
-        width = len(live._ZERO)
+        width = model.plan.width
         for k in range(len(a.prefix) // width):
-            rows = a.counts[:k * live._BLOCK]
-            assert list(a.prefix[k * width:(k + 1) * width]) == live._column_sums(rows), k
+            rows = a.counts[:k * sums.BLOCK]
+            assert list(a.prefix[k * width:(k + 1) * width]) == live.column_sums(rows, model.plan.zero), k
 
 
 def summed_differently(config: Config) -> list[Config]:
@@ -507,7 +511,7 @@ def test_sorted_by_key_is_the_sort_key_order(items: list[tuple[int, str, int, in
     for i, (minute, path, generation, line) in enumerate(items):
         ts = _at(minute)
         if i % 3 == 0:
-            records.append(live._Stub(f"s{i}", ts, "commit", path, line, generation))
+            records.append(live.Stub(f"s{i}", ts, "commit", path, line, generation))
         else:
             records.append(ev(f"e{i}", ts, path=path, line=None if path.endswith(".md") else line,
                               markdown=path.endswith(".md"), generation=generation))

@@ -145,7 +145,8 @@ def test_a_loaded_model_holds_each_record_and_its_time_once(world: World) -> Non
     held, times = {id(r) for r in records}, {id(r.ts) for r in records}
     agents = loaded.model._agents.values()
     indexed = [e for a in agents for e in a.events]
-    previous = [t for a in agents for t in a.pts if t is not None]  # a repeat's previous answer: a record's time
+    # What a repeat's outcome needs inside the window (its previous answer's time): a record's time.
+    previous = [t for a in agents for an in a.anchored for t in an.times if t is not None]
     assert len(indexed) > 100 and previous
     assert all(id(e) in held for e in indexed)
     assert all(id(t) in times for t in previous)
