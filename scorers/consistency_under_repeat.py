@@ -8,21 +8,28 @@ from collectors.citations import PATH
 from collectors.records import Event
 from scorers.context import RuleContext
 from scorers.outcome import Outcome, failed, not_applicable, passed
-from scorers.rule import Affects, Reach, Rule, windowed
+from scorers.rule import Affects, Reach, Rule
 
 NAME = "consistency_under_repeat"
 
 
 def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
     """Compare with the agent's previous decision on the same prompt, unless state changed between; — when that
-    answer is not in the window."""
-    return windowed(reaches_back(d, ctx), ctx.at, width)
+    answer is not in the window (:func:`reaches_back` and :func:`~scorers.rule.windowed`, without comparing a pair
+    the window does not hold)."""
+    p = ctx.previous_same_prompt(d)
+    if p is None or not ctx.at - width < p.ts:
+        return not_applicable()
+    return compare(d, p, ctx)
+
+
+_NO_REPEAT: Reach = (not_applicable(), None)
 
 
 def reaches_back(d: Event, ctx: RuleContext) -> Reach:
     """The outcome of ``d`` in a window holding its previous answer, and that answer's time (None: there is none)."""
     p = ctx.previous_same_prompt(d)
-    return (not_applicable(), None) if p is None else (compare(d, p, ctx), p.ts)
+    return _NO_REPEAT if p is None else (compare(d, p, ctx), p.ts)
 
 
 def compare(d: Event, p: Event, ctx: RuleContext) -> Outcome:

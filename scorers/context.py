@@ -179,7 +179,8 @@ class Context:
 
     def current_down_labels(self, decision_id: str) -> list[Label]:
         """The current ``down`` labels on a decision."""
-        return down_labels(self.labels.get(decision_id, []))
+        current = self.labels.get(decision_id)
+        return down_labels(current) if current else []
 
 
 def paths_of(d: Event) -> list[str]:

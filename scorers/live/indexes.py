@@ -188,11 +188,13 @@ class Indexing(ModelState):
                         bucket.pop(id(e), None)
                         if not bucket:
                             del self._by_path[key]
-        if plan.signals and any(selects(e, self) for selects in plan.signals):
-            if add:
-                self._signal_claims[id(e)] = e
-            else:
-                self._signal_claims.pop(id(e), None)
+        for selects in plan.signals:
+            if selects(e, self):
+                if add:
+                    self._signal_claims[id(e)] = e
+                else:
+                    self._signal_claims.pop(id(e), None)
+                break
 
     def _prompt_key(self, prompt: str | None) -> str | None:
         if prompt is None:
@@ -300,7 +302,8 @@ class Indexing(ModelState):
 
     def previous_same_prompt(self, d: Event) -> Event | None:
         """The latest earlier decision of the same agent with the same prompt key."""
-        return previous_in(self._prompt_group(d), d)
+        group = self._prompt_group(d)
+        return previous_in(group, d) if group else None
 
     def _next_same_prompt(self, d: Event) -> Event | None:
         """The next decision of d's agent with d's prompt key, after d (whether or not d is still indexed)."""
@@ -315,5 +318,6 @@ class Indexing(ModelState):
 
     def current_down_labels(self, decision_id: str) -> list[Label]:
         """Each reviewer's latest visible label on the decision, where it is ``down``, by reviewer."""
-        return down_labels(current_labels(self._labels.get(decision_id, ())))
+        labels = self._labels.get(decision_id)
+        return down_labels(current_labels(labels)) if labels else []
 

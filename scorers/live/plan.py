@@ -48,11 +48,8 @@ class Plan:
     signals: tuple[Selects, ...]
     signal_globs: tuple[str, ...]
     signal_within: timedelta
-
-    @property
-    def by_path(self) -> bool:
-        """Decisions are filed by the paths they name: their own outcome, or the next answer's, reads those files."""
-        return self.paths or self.repeats
+    #: Decisions are filed by the paths they name: their own outcome, or the next answer's, reads those files.
+    by_path: bool
 
     @classmethod
     def of(cls, rules: Mapping[str, Rule], config: ScoringConfig) -> Plan:
@@ -83,4 +80,5 @@ class Plan:
             signals=tuple(a.signals for a in deps if a.signals is not None),
             signal_globs=tuple(s.glob for s in config.signals),
             signal_within=max((s.within for s in config.signals), default=timedelta(0)),
+            by_path=any(a.paths or a.repeats for a in deps),
         )

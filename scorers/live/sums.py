@@ -54,15 +54,19 @@ class Summing(Indexing):
                     until = min(until, check_expires(check, max_age))
         for (reaches_back, s, valid_until, false_gap), an in zip(plan.anchored, a.anchored, strict=True):
             o, t = reaches_back(e, self)
+            passed, counted, undecided = o.passed, o.counted, int(o.pending)
             gap = 1 if false_gap is not None and false_gap(o) else 0
-            contribution = (o.passed, o.counted, int(o.pending), gap)
-            counts[s], counts[s + 1], counts[s + 2] = contribution[:3]
-            counts[gaps] += gap
-            if o.pending:
-                deadline = valid_until(e, o, self)
-                if deadline is not None and deadline < until:
-                    until = deadline
-            an.set(e, i, t if any(contribution) else None, contribution)  # a — adds nothing to any window
+            if passed or counted or undecided or gap:
+                counts[s], counts[s + 1], counts[s + 2] = passed, counted, undecided
+                counts[gaps] += gap
+                if undecided:
+                    deadline = valid_until(e, o, self)
+                    if deadline is not None and deadline < until:
+                        until = deadline
+            else:
+                t = None  # a — adds nothing to any window, in it or not
+            if t is not None or an.times[i] is not None:
+                an.set(e, i, t, (passed, counted, undecided, gap))
         self._changed(a, i)
         shared = tuple(counts)
         a.counts[i] = self._shared.setdefault(("counts", shared), shared)
@@ -85,24 +89,29 @@ class Summing(Indexing):
             if not a.events or not a.events[-1].ts > at - listing:
                 continue
             lo = bisect.bisect_right(a.events, edge, key=ts_of)
-            stale = tuple(bisect.bisect_right(an.sorted_times, edge) for an in a.anchored)
+            # How many outcomes need a time the window no longer holds: with the version, what the sum depends on
+            # (each rule's count only grows as the edge moves on, so their total tells them apart).
+            stale = 0
+            for an in a.anchored:
+                stale += bisect.bisect_right(an.sorted_times, edge)
             key = (a.version, lo, stale, len(a.events))
             cached = self._results.get((agent, name))
             if cached is not None and cached[0] == key:
                 agents[agent] = cached[1]
                 continue
-            result = self._sum(agent, a, lo, edge, stale)
+            result = self._sum(agent, a, lo, edge)
             self.summed += 1
             self._results[(agent, name)] = (key, result)
             agents[agent] = result
         return WindowResult(at, name, width, self.config.weights_active, agents)
 
-    def _sum(self, agent: str, a: Agent, lo: int, edge: datetime, stale: tuple[int, ...]) -> AgentResult:
-        """The agent's result over its decisions from ``lo``; ``stale[k]`` of the decisions of its k-th
-        window-dependent rule need a time at or before ``edge``, which the window no longer holds."""
+    def _sum(self, agent: str, a: Agent, lo: int, edge: datetime) -> AgentResult:
+        """The agent's result over its decisions from ``lo``, without the outcomes that need a time at or before
+        ``edge``, which the window no longer holds."""
         plan = self.plan
         totals = range_sums(a, lo, plan.zero)
-        for (_, s, _, _), an, left in zip(plan.anchored, a.anchored, stale, strict=True):
+        for (_, s, _, _), an in zip(plan.anchored, a.anchored, strict=True):
+            left = bisect.bisect_right(an.sorted_times, edge)
             if not left:
                 continue  # no such outcome has lost its earlier record
             # That record is never later than its decision: of the ``left`` decisions whose time is up to the edge,
