@@ -1,7 +1,7 @@
 """The scoring model kept across restarts: written at shutdown, read once at the next start.
 
-Building the model from the store means reading every row and running the six rules on every decision: close to a
-minute for a million events on a small host, with no scores served meanwhile. At a clean shutdown the daemon pickles
+Building the model from the store means reading every row and running the rules on every decision, with no scores
+served meanwhile (docs/performance.md has the figures). At a clean shutdown the daemon pickles
 its :class:`~daemon.live.LiveFeed` (the model and the store marks it reflects) next to the database; the next start
 loads it, and the feed's usual sync applies what the store committed since those marks, as it does after every
 ingest pass. The result is the model a cold load would build (``tests/test_modelcache.py`` compares them).
@@ -232,10 +232,9 @@ class _Positions:
     """The positions of objects in a list, found by the objects' addresses: the addresses sorted, in machine
     integers, beside the position each stands for (16 bytes an object).
 
-    A dict from id() to position cost ~110 bytes an entry (a key and a value object each, and the table): 209 MB for
-    the records and times of the benchmark's store, held while the stopping daemon wrote the cache, whose peak went
-    from 550 to 846 MB (now 643: sorting takes ~70 MB while it runs, then these arrays stay). The price is time:
-    a lookup bisects machine integers, boxing each one it compares, and the feed's dump takes ~6.8 s, not ~4.
+    A dict from id() to position would hold a key and a value object per entry, and its table, for every record and
+    time while the stopping daemon writes the cache (docs/performance.md: the model cache). The price is time: a
+    lookup bisects machine integers, boxing each one it compares.
     """
 
     def __init__(self, objects: Sequence[object], first: int) -> None:
@@ -374,8 +373,8 @@ def read_feed(f: _Readable, *, freeze: bool = False) -> Any:
 
 @contextmanager
 def _collector_paused(*, freeze: bool) -> Iterator[None]:
-    """No garbage collection while millions of long-lived objects are made (it would walk them again and again: a
-    load three times as long); with ``freeze``, everything made so far is frozen out of it afterwards, as the daemon
+    """No garbage collection while millions of long-lived objects are made (it would walk them again and again);
+    with ``freeze``, everything made so far is frozen out of it afterwards, as the daemon
     does after any load (daemon/app.py): else the first allocation after would start a full collection walking them
     all once more.
     """

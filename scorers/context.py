@@ -191,6 +191,11 @@ def paths_of(d: Event) -> list[str]:
     return list(dict.fromkeys(paths)) if len(paths) > 1 else paths
 
 
+def names_a_path(d: Event) -> bool:
+    """True iff :func:`paths_of` ``d`` is not empty (without building it)."""
+    return bool(d.subject) or any(c.type == PATH for c in d.citations)
+
+
 def in_window(d: Event, at: datetime, width: timedelta) -> bool:
     """``T − W < d.ts ≤ T``."""
     return at - width < d.ts <= at

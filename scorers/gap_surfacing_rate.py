@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from collectors import phrases
 from collectors.records import Event
 from collectors.rfc3339 import format_duration
-from scorers.context import RuleContext, paths_of
+from scorers.context import RuleContext, names_a_path, paths_of
 from scorers.outcome import Outcome, failed, not_applicable, passed, pending
 from scorers.rule import Affects, Rule
 
@@ -51,7 +51,7 @@ def is_false_gap(outcome: Outcome) -> bool:
 
 def claims_signal(d: Event, ctx: RuleContext) -> bool:
     """A gap claim naming no path: the configured signals decide it, by the files created before it."""
-    return not paths_of(d) and phrases.first_match(d.text, ctx.config.phrases.gap) is not None
+    return not names_a_path(d) and phrases.first_match(d.text, ctx.config.phrases.gap) is not None
 
 
 def _grace_ends(d: Event, outcome: Outcome, ctx: RuleContext) -> datetime:

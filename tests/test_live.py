@@ -29,10 +29,9 @@ from daemon import modelcache
 from daemon.config import Config, GitHub, Phrases
 from daemon.live import LiveFeed
 from scorers import live
-from scorers.live import eviction, sums
 from scorers.context import Context, Records, paths_of, sort_key
-from scorers.live import HistoryEvicted, LiveModel, Vocabulary, reduce_text
-from scorers.score import RULES, evaluate_window, to_json
+from scorers.live import HistoryEvicted, LiveModel, Vocabulary, eviction, reduce_text, sums
+from scorers.score import RULES, Rules, evaluate_window, to_json
 from tests.helpers import T0, ev
 
 CFG = Config(github=GitHub(repo="acme/app"))
@@ -223,9 +222,9 @@ class _Stored:
         """What the store answers the model recalling records it let go (daemon/live.py: _stored_under)."""
         return [e for e in self.events if e.id in ids], [lb for lb in self.labels if lb.decision in ids]
 
-    def model(self, config: Config) -> LiveModel:
+    def model(self, config: Config, rules: Rules = RULES) -> LiveModel:
         """A model built from everything stored, as the daemon builds one from the store."""
-        model = LiveModel(config, evict=True)
+        model = LiveModel(config, evict=True, rules=rules)
         model.add_events(self.events)
         model.add_labels(self.labels)
         model.add_checks(self.checks)
@@ -235,8 +234,8 @@ class _Stored:
         return model
 
 
-def _rows(result: Any) -> list[tuple[str, Any, list[tuple[str, str]]]]:
-    return [(r.decision.id, r.decision.order, [(r.outcomes[n].mark, r.outcomes[n].why) for n in RULES])
+def _rows(result: Any, rules: Rules = RULES) -> list[tuple[str, Any, list[tuple[str, str]]]]:
+    return [(r.decision.id, r.decision.order, [(r.outcomes[n].mark, r.outcomes[n].why) for n in rules])
             for r in result.rows]
 
 
@@ -325,6 +324,7 @@ def _assert_indexes_hold(model: LiveModel) -> None:
             assert all(p <= d.ts for d, p in zip(a.events, an.times, strict=True) if p is not None)  # _sum counts on it
             assert an.decisions == [d for d, p in zip(a.events, an.times, strict=True) if p is not None]
             assert [c[0] for c in an.contributions] == [p for p in an.times if p is not None]
+        assert a.anchor_times == sorted(p for an in a.anchored for p in an.times if p is not None)
         for waiting in a.awaiting:
             assert {id(d) for d in waiting} <= {id(d) for d in a.events}
             assert waiting == sorted(waiting, key=sort_key)
@@ -348,12 +348,13 @@ def summed_differently(config: Config) -> list[Config]:
     ]
 
 
-def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict[str, Any]]:
-    """Apply ``program`` to a model and to a plain record list; compare after every evaluation.
+def run_steps(program: list[tuple[Any, ...]], config: Config = CFG, rules: Rules = RULES) -> list[dict[str, Any]]:
+    """Apply ``program`` to a model and to a plain record list (both scoring with ``rules``); compare after every
+    evaluation.
 
     Returns the model's 7d ``score --json`` agents of each evaluation.
     """
-    model = LiveModel(config, evict=True)
+    model = LiveModel(config, evict=True, rules=rules)
     variants = summed_differently(config)
     stored = _Stored()
     ever: set[str] = set()  # every id stored at some step
@@ -366,7 +367,7 @@ def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict
             config = variants[step[1]]
             if not model.reconfigure(config):  # a longer window reaches what was let go: built again
                 assert model.at - config.scoring.longest_window < model.evicted_to
-                model = stored.model(config)
+                model = stored.model(config, rules)
             continue
         if step[0] != "eval":
             _apply(model, stored, step)
@@ -378,7 +379,7 @@ def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict
             live = model.evaluate(at)
         except HistoryEvicted:  # the clock went back past what was let go: built again from the store
             assert at - config.scoring.longest_window < model.evicted_to
-            model = stored.model(config)
+            model = stored.model(config, rules)
             before = model.evicted_to
             live = model.evaluate(at)
         if model.evicted_to != before:
@@ -393,11 +394,11 @@ def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict
         assert {e.id for e in stored.events} <= held <= ever, (held, ever)
         ctx = Context(stored.records(), at, config)
         for name, _ in config.scoring.windows:
-            pure = evaluate_window(ctx, name)
+            pure = evaluate_window(ctx, name, rules=rules)
             assert to_json(live[name]) == to_json(pure), (name, at)
             for agent, expected in pure.agents.items():
                 audit = model.agent_result(agent, name)
-                assert audit is not None and _rows(audit) == _rows(expected), (name, agent)
+                assert audit is not None and _rows(audit, rules) == _rows(expected, rules), (name, agent)
         outputs.append(to_json(live["7d"])["agents"])
     return outputs
 

@@ -136,8 +136,10 @@ class Eviction(ModelState):
             keep = [i for i in range(k) if id(a.events[i]) not in gone]
             first = next((i for i, j in enumerate(keep) if i != j), len(keep))  # the first decision taken out
             for an in a.anchored:
-                drop_times(an.sorted_times, [t for i in range(first, k) if id(a.events[i]) in gone
-                                             and (t := an.times[i]) is not None])
+                times = [t for i in range(first, k) if id(a.events[i]) in gone and (t := an.times[i]) is not None]
+                drop_times(an.sorted_times, times)
+                if a.merged is not None:
+                    drop_times(a.merged, times)
                 an.times[:k] = [an.times[i] for i in keep]
                 drop_records(an.decisions, gone, until, an.contributions)
             a.events[:k] = [a.events[i] for i in keep]

@@ -47,15 +47,21 @@ class Anchored:
         self.decisions: list[Event] = []
         self.contributions: list[tuple[datetime, int, int, int, int]] = []
 
-    def set(self, e: Event, i: int, t: datetime | None, contribution: tuple[int, int, int, int]) -> None:
-        """The decision ``e`` at ``i`` now needs ``t`` inside the window for ``contribution`` to count."""
+    def set(self, e: Event, i: int, t: datetime | None, contribution: tuple[int, int, int, int],
+            merged: list[datetime] | None) -> None:
+        """The decision ``e`` at ``i`` now needs ``t`` inside the window for ``contribution`` to count (``merged``: the
+        agent's times of every such rule, when it has more than this one)."""
         old = self.times[i]
         if old is not None:
             del self.sorted_times[bisect.bisect_left(self.sorted_times, old)]
+            if merged is not None:
+                del merged[bisect.bisect_left(merged, old)]
             j = bisect.bisect_left(self.decisions, sort_key(e), key=sort_key)
             del self.decisions[j], self.contributions[j]
         if t is not None:
             bisect.insort(self.sorted_times, t)
+            if merged is not None:
+                bisect.insort(merged, t)
             j = bisect.bisect_left(self.decisions, sort_key(e), key=sort_key)
             self.decisions.insert(j, e)
             self.contributions.insert(j, (t, *contribution))
@@ -65,7 +71,8 @@ class Anchored:
 class Agent:
     """One agent's visible decisions in (ts, read order), with their cached counts."""
 
-    __slots__ = ("anchored", "awaiting", "counts", "events", "labelled", "prefix", "tail", "tail_key", "version")
+    __slots__ = ("anchor_times", "anchored", "awaiting", "counts", "events", "labelled", "merged", "prefix", "tail",
+                 "tail_key", "version")
 
     def __init__(self, zero: tuple[int, ...], anchored: int, follow_ups: int) -> None:
         self.events: list[Event] = []
@@ -73,6 +80,10 @@ class Agent:
         self.counts: list[tuple[int, ...]] = []
         #: Per window-dependent rule, the decisions whose outcome needs an earlier record inside the window.
         self.anchored = tuple(Anchored() for _ in range(anchored))
+        #: Their times, all rules together, sorted: how many a window's edge has passed is one bisection. With one
+        #: such rule, its own list; with several, a list of its own kept beside theirs (``merged``).
+        self.anchor_times: list[datetime] = self.anchored[0].sorted_times if anchored == 1 else []
+        self.merged = self.anchor_times if anchored > 1 else None
         #: Column sums of ``counts[:k * BLOCK]`` at ``prefix[k * width:(k + 1) * width]``, for the leading k
         #: kept here (k = 0 always; sums.py). Flat machine integers.
         self.prefix = array("q", zero)
@@ -148,7 +159,7 @@ class Indexing(ModelState):
         i = a.index(e)
         assert i is not None
         for an in a.anchored:
-            an.set(e, i, None, (0, 0, 0, 0))
+            an.set(e, i, None, (0, 0, 0, 0), a.merged)
             del an.times[i]
         del a.events[i], a.counts[i]
         self._changed(a, i)

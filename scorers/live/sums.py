@@ -66,7 +66,7 @@ class Summing(Indexing):
             else:
                 t = None  # a — adds nothing to any window, in it or not
             if t is not None or an.times[i] is not None:
-                an.set(e, i, t, (passed, counted, undecided, gap))
+                an.set(e, i, t, (passed, counted, undecided, gap), a.merged)
         self._changed(a, i)
         shared = tuple(counts)
         a.counts[i] = self._shared.setdefault(("counts", shared), shared)
@@ -91,27 +91,25 @@ class Summing(Indexing):
             lo = bisect.bisect_right(a.events, edge, key=ts_of)
             # How many outcomes need a time the window no longer holds: with the version, what the sum depends on
             # (each rule's count only grows as the edge moves on, so their total tells them apart).
-            stale = 0
-            for an in a.anchored:
-                stale += bisect.bisect_right(an.sorted_times, edge)
+            stale = bisect.bisect_right(a.anchor_times, edge)
             key = (a.version, lo, stale, len(a.events))
             cached = self._results.get((agent, name))
             if cached is not None and cached[0] == key:
                 agents[agent] = cached[1]
                 continue
-            result = self._sum(agent, a, lo, edge)
+            result = self._sum(agent, a, lo, edge, stale)
             self.summed += 1
             self._results[(agent, name)] = (key, result)
             agents[agent] = result
         return WindowResult(at, name, width, self.config.weights_active, agents)
 
-    def _sum(self, agent: str, a: Agent, lo: int, edge: datetime) -> AgentResult:
+    def _sum(self, agent: str, a: Agent, lo: int, edge: datetime, stale: int) -> AgentResult:
         """The agent's result over its decisions from ``lo``, without the outcomes that need a time at or before
-        ``edge``, which the window no longer holds."""
+        ``edge`` (``stale`` of them), which the window no longer holds."""
         plan = self.plan
         totals = range_sums(a, lo, plan.zero)
         for (_, s, _, _), an in zip(plan.anchored, a.anchored, strict=True):
-            left = bisect.bisect_right(an.sorted_times, edge)
+            left = stale if a.merged is None else bisect.bisect_right(an.sorted_times, edge)
             if not left:
                 continue  # no such outcome has lost its earlier record
             # That record is never later than its decision: of the ``left`` decisions whose time is up to the edge,
