@@ -21,14 +21,13 @@ from collectors.links import Links
 from collectors.records import CheckResult, Event, FileEntry, Label
 from collectors.statedir import glob_regex
 from scorers.lookups import (
-    CurrentChecks,
     FileIndex,
     any_between,
+    current_checks,
     current_labels,
     down_labels,
     previous_in,
     sort_key,
-    take_check,
 )
 from scorers.spec import ScoringConfig
 
@@ -114,11 +113,7 @@ class Context:
             self.by_agent[d.agent].append(d)
         self._agent_times = {a: [d.ts for d in ds] for a, ds in self.by_agent.items()}
         self.files = FileIndex.of(records.files, records.links)
-        latest: dict[tuple[str, str], CheckResult] = {}
-        for c in records.checks:
-            if c.checked_at <= at:
-                take_check(latest, c)
-        self.checks = CurrentChecks(latest, at, config.scoring.check_max_age)
+        self.checks = current_checks(records.checks, at, config.scoring.check_max_age)
         self.labels = self._current_labels(records.labels)
         #: Outcomes that do not depend on the window width, shared by every window of this evaluation.
         self.outcomes: dict[tuple[int, str], Any] = {}

@@ -98,6 +98,19 @@ def check_expires(c: CheckResult, max_age: timedelta) -> datetime:
     return c.checked_at + max_age
 
 
+Checks = dict[tuple[str, str], CheckResult]
+
+
+def current_checks(checks: Iterable[CheckResult], at: datetime, max_age: timedelta) -> Checks:
+    """``RuleContext.checks`` at a fixed ``at``: the latest conclusive check per key not after ``at``, where it is
+    still current (the pure evaluation's; the live model's T moves, so it keeps a :class:`CurrentChecks` view)."""
+    latest: dict[tuple[str, str], CheckResult] = {}
+    for c in checks:
+        if c.checked_at <= at:
+            take_check(latest, c)
+    return {k: c for k, c in latest.items() if at < check_expires(c, max_age)}
+
+
 class CurrentChecks(Mapping[tuple[str, str], CheckResult]):
     """``RuleContext.checks``: the latest conclusive check per (type, target) with ``T − max_age < checked_at ≤ T``,
     a view over the latest conclusive check per key among those not after T."""
