@@ -329,10 +329,10 @@ def _assert_indexes_hold(model: LiveModel) -> None:
             assert {id(d) for d in waiting} <= {id(d) for d in a.events}
             assert waiting == sorted(waiting, key=sort_key)
         assert set(a.labelled) <= {d.id for d in a.events}
-        width = model.plan.width
-        for k in range(len(a.prefix) // width):
+        columns = model.plan.columns
+        for k in range(len(a.prefix) // columns):
             rows = a.counts[:k * sums.BLOCK]
-            assert list(a.prefix[k * width:(k + 1) * width]) == live.column_sums(rows, model.plan.zero), k
+            assert list(a.prefix[k * columns:(k + 1) * columns]) == live.column_sums(rows, model.plan.zero), k
 
 
 def summed_differently(config: Config) -> list[Config]:

@@ -84,7 +84,7 @@ class Agent:
         #: such rule, its own list; with several, a list of its own kept beside theirs (``merged``).
         self.anchor_times: list[datetime] = self.anchored[0].sorted_times if anchored == 1 else []
         self.merged = self.anchor_times if anchored > 1 else None
-        #: Column sums of ``counts[:k * BLOCK]`` at ``prefix[k * width:(k + 1) * width]``, for the leading k
+        #: Column sums of ``counts[:k * BLOCK]`` at ``prefix[k * columns:(k + 1) * columns]``, for the leading k
         #: kept here (k = 0 always; sums.py). Flat machine integers.
         self.prefix = array("q", zero)
         #: Ids of this agent's labelled decisions → their latest visible label time (a reply can matter until a rule's

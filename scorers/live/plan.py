@@ -27,9 +27,9 @@ class Plan:
     """The layout of a decision's counts and the dependencies to follow, for one set of rules."""
 
     names: tuple[str, ...]
-    #: Length of a decision's counts: three columns per rule, then the false gaps.
-    width: int
-    false_gap: int
+    #: How many counts a decision has: three per rule, then its false gaps (in column ``false_gaps``).
+    columns: int
+    false_gaps: int
     zero: tuple[int, ...]
     #: The rules whose outcome does not depend on the window: (evaluate, first column, valid_until, false_gap).
     plain: tuple[tuple[Evaluate, int, ValidUntil, FalseGap], ...]
@@ -56,15 +56,15 @@ class Plan:
         """The plan for ``rules`` (by name, in column order) under ``config``."""
         ordered = list(rules.values())
         columns = {rule.name: 3 * i for i, rule in enumerate(ordered)}
-        width = 3 * len(ordered) + 1
+        count = 3 * len(ordered) + 1
         deps = [rule.affected_by for rule in ordered]
         scoring = config.scoring
         replies = tuple((a.replies.length(scoring), a.replies.matches) for a in deps if a.replies is not None)
         return cls(
             names=tuple(columns),
-            width=width,
-            false_gap=width - 1,
-            zero=(0,) * width,
+            columns=count,
+            false_gaps=count - 1,
+            zero=(0,) * count,
             plain=tuple((r.evaluate, columns[r.name], r.valid_until, r.false_gap)
                         for r in ordered if r.reaches_back is None),
             anchored=tuple((r.reaches_back, columns[r.name], r.valid_until, r.false_gap)

@@ -33,8 +33,8 @@ class Summing(Indexing):
     def _reevaluate(self, e: Event, a: Agent, i: int) -> None:
         """Run the rules for ``e`` (at ``a.events[i]``) and keep its counts and when they stop being valid."""
         plan = self.plan
-        counts = [0] * plan.width
-        gaps = plan.false_gap
+        counts = [0] * plan.columns
+        gaps = plan.false_gaps
         until = NEVER
         for evaluate, s, valid_until, false_gap in plan.plain:
             o = evaluate(e, self, NO_WIDTH)
@@ -76,7 +76,7 @@ class Summing(Indexing):
     def _changed(self, a: Agent, i: int) -> None:
         """The decision at index ``i`` of ``a`` (and so every later position) changed: drop the prefix sums that
         include it, and give the agent a new version (model-wide: an agent removed and re-created never repeats one)."""
-        del a.prefix[(i // BLOCK + 1) * self.plan.width:]
+        del a.prefix[(i // BLOCK + 1) * self.plan.columns:]
         a.version = next(self._seq)
 
     def _window(self, name: str, width: timedelta) -> WindowResult:
@@ -125,10 +125,10 @@ class Summing(Indexing):
                     totals[s] -= passed
                     totals[s + 1] -= counted
                     totals[s + 2] -= pending
-                    totals[plan.false_gap] -= gaps
+                    totals[plan.false_gaps] -= gaps
         components = {n: ComponentResult(totals[3 * k], totals[3 * k + 1], totals[3 * k + 2])
                       for k, n in enumerate(plan.names)}
-        return summarise(agent, len(a.events) - lo, components, totals[plan.false_gap], self.config)
+        return summarise(agent, len(a.events) - lo, components, totals[plan.false_gaps], self.config)
 
 
 def column_sums(rows: Sequence[tuple[int, ...]], zero: tuple[int, ...]) -> list[int]:
