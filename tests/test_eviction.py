@@ -1,4 +1,4 @@
-"""The daemon's model lets go of records behind every window, and stays exact (scorers/live.py: LiveModel._evict).
+"""The daemon's model lets go of records behind every window, and stays exact (scorers/live/eviction.py).
 
 A real state directory, a real store fed by the real Ingester, the daemon's LiveFeed. Records dated more than the
 longest window (30 days) plus a day before the evaluation are dropped from memory; the store keeps them. What must

@@ -317,7 +317,7 @@ def test_the_change_feed_hears_of_links_and_of_a_row_turning_into_a_name(tmp_pat
 
 @pytest.mark.parametrize("move", ["repoint", "remove"])
 def test_the_model_fed_by_the_store_follows_link_changes(tmp_path: Path, move: str) -> None:
-    """The daemon's model (daemon/live.py over scorers/live.py) scores what a fresh evaluation of the store scores
+    """The daemon's model (daemon/live.py over scorers/live/) scores what a fresh evaluation of the store scores
     while links are made, re-pointed and removed between passes."""
     from daemon.live import LiveFeed
 
