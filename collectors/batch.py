@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from collectors.evals import parse_eval
 from collectors.jsonl import parse_event, parse_label, strip_ending
@@ -17,8 +18,8 @@ from collectors.links import LinkMap, named_entries
 from collectors.markdown import decode, front_matter_ts, parse_markdown
 from collectors.records import EvalReport, Event, FileEntry, Label, Reject
 from collectors.safeopen import read_regular
-from collectors.statedir import FileInfo, glob_match, walk_tree
-from daemon.config import Config
+from collectors.sources import LOGS, Globs, source_of
+from collectors.statedir import FileInfo, walk_tree
 
 
 @dataclass
@@ -33,8 +34,9 @@ class BatchScan:
     links: dict[str, str | None] = field(default_factory=dict)
 
 
-def complete_lines(data: bytes) -> list[bytes]:
-    """The newline-terminated lines of ``data`` (an unterminated last line is not read yet)."""
+def terminated_lines(data: bytes) -> list[bytes]:
+    """The newline-terminated lines of a whole file's ``data`` (an unterminated last line is not read yet); the
+    daemon tails a log from an offset instead (:func:`collectors.tail.complete_lines`)."""
     lines = data.split(b"\n")
     lines.pop()  # either "" after the final "\n", or an unterminated line that must wait
     return lines
@@ -51,7 +53,19 @@ def index_entry(info: FileInfo, raw: bytes | None) -> FileEntry:
     return FileEntry(info.canonical, created, modified)
 
 
-def scan_state(root: Path, config: Config) -> BatchScan:
+class ScanSettings(Protocol):
+    """What a scan reads of the configuration (daemon.config.Config provides it)."""
+
+    @property
+    def globs(self) -> Globs:
+        """Where each source lives."""
+
+    @property
+    def github_repo(self) -> str:
+        """OWNER/REPO that a bare ``Issue #N`` refers to."""
+
+
+def scan_state(root: Path, config: ScanSettings) -> BatchScan:
     """Parse every source under ``root`` in read order (under every name a source glob matches) and index every
     file once."""
     scan = BatchScan()
@@ -59,22 +73,22 @@ def scan_state(root: Path, config: Config) -> BatchScan:
     repo = config.github_repo
     tree = walk_tree(root)
     scan.links = tree.links
-    all_globs = (globs.heartbeats, globs.labels, globs.briefs, globs.findings, globs.evals)
-    for info in named_entries(tree.files, LinkMap(tree.links), all_globs):
+    for info in named_entries(tree.files, LinkMap(tree.links), globs.all()):
         own = info.path == info.canonical
         is_md = own and info.path.endswith(".md")
+        source = source_of(globs, info.path)
         try:
             # Never a FIFO or device swapped in since the walk: not read, not waited on.
-            raw = read_regular(info.abspath) if is_md or _is_source(info.path, config) else None
+            raw = read_regular(info.abspath) if is_md or source is not None else None
         except OSError:
             raw = None
         if own:
             scan.files[info.path] = index_entry(info, raw)
-        if raw is None:
+        if raw is None or source is None:
             continue
-        if glob_match(globs.heartbeats, info.path) or glob_match(globs.labels, info.path):
-            is_label = glob_match(globs.labels, info.path)
-            for number, line in enumerate(complete_lines(raw), start=1):
+        if source in LOGS:
+            is_label = source == "labels"
+            for number, line in enumerate(terminated_lines(raw), start=1):
                 line = strip_ending(line)
                 rec = parse_label(line, info.path, number) if is_label else parse_event(line, info.path, number, repo)
                 if isinstance(rec, Reject):
@@ -83,16 +97,10 @@ def scan_state(root: Path, config: Config) -> BatchScan:
                     scan.labels.append(rec)
                 else:
                     scan.events.append(rec)
-        elif glob_match(globs.briefs, info.path) or glob_match(globs.findings, info.path):
-            kind = "brief" if glob_match(globs.briefs, info.path) else "finding"
-            md = parse_markdown(raw, info.path, kind, info.mtime, repo)
+        elif source in ("briefs", "findings"):
+            md = parse_markdown(raw, info.path, "brief" if source == "briefs" else "finding", info.mtime, repo)
             (scan.rejects if isinstance(md, Reject) else scan.events).append(md)  # type: ignore[arg-type]
-        elif glob_match(globs.evals, info.path):
+        else:
             report = parse_eval(raw, info.path)
             (scan.rejects if isinstance(report, Reject) else scan.evals).append(report)  # type: ignore[arg-type]
     return scan
-
-
-def _is_source(path: str, config: Config) -> bool:
-    g = config.globs
-    return any(glob_match(p, path) for p in (g.heartbeats, g.labels, g.briefs, g.findings, g.evals))

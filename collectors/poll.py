@@ -96,7 +96,7 @@ class LogPoller:
         stat); what came later is kept for the next call.
 
         The ingester compares it with what it read: a generation rotated away before a pass could read it is
-        counted as lost (daemon/ingest.py), where it would have passed silently.
+        counted as lost (daemon/ingest/), where it would have passed silently.
         """
         with self._lock:
             generations = self._generations.pop(rel, [])

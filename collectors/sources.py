@@ -1,37 +1,38 @@
-"""Which source a file under the state root belongs to: one routing by glob, for batch reads and the daemon's ingest.
+"""The five sources under the state root and which one a file belongs to (spec section 1).
 
-A path belongs to the first source whose glob matches it, tried in the order of :data:`SOURCES`.
+A file is routed by the first source glob that matches its path relative to the root, in the order of
+:data:`SOURCES`; batch mode (collectors/batch.py) and the daemon's ingest route by this one function.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass
 
 from collectors.statedir import glob_match
 
-#: The sources, in the order their globs are tried.
+#: Every source, in the order a path is matched against their globs.
 SOURCES = ("heartbeats", "labels", "briefs", "findings", "evals")
-#: The JSON Lines sources: tailed by cursor; an append to one is not a modification (spec 1.4, v2.3).
+#: The JSON Lines sources: read line by line (tailed by the daemon); an append is not a modification (spec 1.4).
 LOGS = ("heartbeats", "labels")
 
 
-class Globs(Protocol):
-    """Where each source lives under the state root (the ``[globs]`` section of the config)."""
+@dataclass(frozen=True)
+class Globs:
+    """Where each source lives under the state root (``*`` does not cross ``/``)."""
 
-    @property
-    def heartbeats(self) -> str: ...
-    @property
-    def labels(self) -> str: ...
-    @property
-    def briefs(self) -> str: ...
-    @property
-    def findings(self) -> str: ...
-    @property
-    def evals(self) -> str: ...
+    heartbeats: str = "heartbeats/*.jsonl"
+    briefs: str = "briefs/*.md"
+    findings: str = "findings/*.md"
+    labels: str = "labels/*.jsonl"
+    evals: str = "evals/*.json"
+
+    def all(self) -> tuple[str, ...]:
+        """Every source's glob, in the order of :data:`SOURCES`."""
+        return tuple(getattr(self, name) for name in SOURCES)
 
 
 def source_of(globs: Globs, rel: str) -> str | None:
-    """The source the relative path ``rel`` belongs to (one of :data:`SOURCES`), or None."""
+    """The source the relative path ``rel`` belongs to: the first of :data:`SOURCES` whose glob matches it."""
     for name in SOURCES:
         if glob_match(getattr(globs, name), rel):
             return name

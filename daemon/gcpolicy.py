@@ -1,6 +1,6 @@
 """Keep the cyclic garbage collector off the scoring model's objects as they arrive.
 
-The model holds a Python object per record (scorers/live.py), hundreds of thousands of them, and CPython's full
+The model holds a Python object per record (scorers/live/), hundreds of thousands of them, and CPython's full
 collection walks every tracked object outside the permanent generation. The daemon freezes the model it loads
 (daemon/modelkeeper.py ``load_feed``), but records that arrive later pile up in the oldest generation, and each full
 collection then walks all of them, pausing the threads that wait for the GIL (the figures are in

@@ -1,10 +1,10 @@
 """The scoring model kept across restarts: written at shutdown, read once at the next start.
 
-Building the model from the store means reading every row and running the six rules on every decision: close to a
-minute for a million events on a small host, with no scores served meanwhile. At a clean shutdown the daemon pickles
-its :class:`~daemon.live.LiveFeed` (the model and the store marks it reflects) next to the database; the next start
-loads it, and the feed's usual sync applies what the store committed since those marks, as it does after every
-ingest pass. The result is the model a cold load would build (``tests/test_modelcache.py`` compares them).
+Building the model from the store means reading every row and running the rules on every decision, with no
+scores served meanwhile (docs/performance.md has the figures). At a clean shutdown the daemon pickles its
+:class:`~daemon.modelkeeper.LiveFeed` (the model and the store marks it reflects) beside the database; the next
+start loads it, and the feed's usual sync applies what the store committed since those marks, as it does after
+every ingest pass. The result is the model a cold load would build (``tests/test_modelcache.py`` compares them).
 
 A cache is used only when everything it depends on is unchanged, and otherwise the start loads from the store as
 before, with the reason logged:
@@ -15,7 +15,7 @@ before, with the reason logged:
   daemon prunes the feed up to what its model applied, so a cache left by a run that went on after writing it is
   refused);
 * the same configuration in every part the kept outcomes depend on (everything but what only the I/O reads and what
-  only summing reads: weights, windows, the floor; see :func:`scorers.live.outcome_part`): a hash of it in the
+  only summing reads: weights, windows, the floor; see :func:`scorers.spec.outcome_part`): a hash of it in the
   header refuses a changed one before the file is unpickled, and the two are compared after;
 * the file as it was written: a CRC-32 of everything after the header closes it (a byte changed inside a string would
   unpickle without complaint).
@@ -31,9 +31,11 @@ where it is).
 from __future__ import annotations
 
 import bisect
+import copyreg
 import functools
 import gc
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -43,23 +45,27 @@ import sys
 import time
 import zlib
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from collectors.records import Event
+from collectors.rfc3339 import from_us_many, to_us
 from daemon.config import Config
 from daemon.modelkeeper import LiveFeed
 from daemon.store import Store
-from scorers.live import RECORD_TYPES, outcome_part, pack_records, unpack_records
+from scorers.live import LiveModel, Record, Stub
+from scorers.live.records import ById
+from scorers.spec import outcome_part
 
 log = logging.getLogger("honestyd")
 
 MAGIC = b"honestyd-model-cache\n"
 #: Bumped when the file's layout changes (the code hash covers the pickled objects).
-FORMAT = 2
+FORMAT = 3
 #: The modules whose objects the cache holds or whose rules produced its cached outcomes.
 _CODE = ("scorers", "collectors", "daemon/modelkeeper.py", "daemon/config.py")
 
@@ -91,7 +97,7 @@ def code_hash(root: Path = _ROOT) -> str:
 
 
 def scoring_hash(config: Config) -> str:
-    """A hash of what the model's kept outcomes depend on (:func:`scorers.live.outcome_part`; its repr: dataclasses,
+    """A hash of what the model's kept outcomes depend on (:func:`scorers.spec.outcome_part`; its repr: dataclasses,
     tuples, dicts in file order, no sets)."""
     return hashlib.sha256(repr(outcome_part(config)).encode()).hexdigest()[:16]
 
@@ -226,10 +232,9 @@ class _Positions:
     """The positions of objects in a list, found by the objects' addresses: the addresses sorted, in machine
     integers, beside the position each stands for (16 bytes an object).
 
-    A dict from id() to position cost ~110 bytes an entry (a key and a value object each, and the table): 209 MB for
-    the records and times of the benchmark's store, held while the stopping daemon wrote the cache, whose peak went
-    from 550 to 846 MB (now 643: sorting takes ~70 MB while it runs, then these arrays stay). The price is time:
-    a lookup bisects machine integers, boxing each one it compares, and the feed's dump takes ~6.8 s, not ~4.
+    A dict from id() to position would hold a key and a value object per entry, and its table, for every record and
+    time while the stopping daemon writes the cache (docs/performance.md: the model cache). The price is time: a
+    lookup bisects machine integers, boxing each one it compares.
     """
 
     def __init__(self, objects: Sequence[object], first: int) -> None:
@@ -247,13 +252,93 @@ class _Positions:
         return self.first + self.positions[i] if i < len(addresses) and addresses[i] == address else None
 
 
+#: The classes of the records the model holds, written as columns (by position in this tuple).
+RECORD_TYPES: tuple[type, ...] = (Event, Stub)
+
+
+def pack_records(records: Iterable[Record]) -> tuple[list[Record], Iterator[Any]]:
+    """``records`` in the order the columns give them (events, then stubs), and the columns, made one at a time:
+    per field of :class:`Event`, then of :class:`Stub`, a list of the values (times as microseconds in machine
+    integers). Pickled record by record, each would leave its constructor's arguments and its time's in the
+    pickler's memo until the end: twice the model's size while writing, and a fragmented heap after reading.
+    """
+    events = [r for r in records if isinstance(r, Event)]
+    stubs = [r for r in records if isinstance(r, Stub)]
+
+    def columns() -> Iterator[Any]:
+        for group, names in ((events, Event._fields), (stubs, Stub._fields)):
+            for f in names:
+                yield array("q", [to_us(r.ts) for r in group]) if f == "ts" else [getattr(r, f) for r in group]
+
+    return [*events, *stubs], columns()
+
+
+def unpack_records(columns: Iterator[Any]) -> list[Record]:
+    """The records of :func:`pack_records`, from its columns, in its order; line numbers shared again (one int
+    object per number, as the model keeps them). Built by C-level maps."""
+    lines: dict[int | None, int | None] = {}
+    out: list[Record] = []
+    for cls in (Event, Stub):
+        c = {f: next(columns) for f in cls._fields}
+        c["ts"] = from_us_many(c["ts"])
+        c["line"] = list(map(lines.setdefault, c["line"], c["line"]))
+        out += map(tuple.__new__, itertools.repeat(cls),  # type: ignore[arg-type]  # tuple.__new__(cls, row)
+                   zip(*(c[f] for f in cls._fields), strict=True))
+    return out
+
+
+# What the model holds that pickle must not write as it is: maps keyed by id() (an unpickled record has another
+# id), maps keyed by the records' ids (their strings would come back as second copies), its counter (itertools
+# objects do not pickle on every Python), and the cache of shared values (it starts empty: refilled as records come).
+
+
+def _reduce_by_id(m: ById[Any]) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    return _by_id, (list(m.values()),)
+
+
+def _by_id(values: list[Any]) -> ById[Any]:
+    return ById((id(v), v) for v in values)
+
+
+def _reduce_count(c: itertools.count[int]) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    return itertools.count, (next(c),)  # the copy counts on from a value the original no longer gives
+
+
+def _reduce_model(model: LiveModel) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    state = vars(model).copy()
+    winners: dict[str, Record] = state["_winner"]
+    state["_winner"] = list(winners.values())
+    state["_shadowed"] = list(state["_shadowed"].values())
+    state["_shared"] = {}
+    # Each id filed by day as the record it names, where one is held: as a string it would come back a second copy
+    # of the record's own id.
+    state["_days"] = {d: [winners.get(i, i) for i in ids] for d, ids in state["_days"].items()}
+    return _model, (state,)
+
+
+def _model(state: dict[str, Any]) -> LiveModel:
+    state["_winner"] = dict(zip(map(attrgetter("id"), state["_winner"]), state["_winner"], strict=True))
+    state["_shadowed"] = {rest[0].id: rest for rest in state["_shadowed"] if rest}
+    state["_days"] = {d: [r if type(r) is str else r.id for r in rs] for d, rs in state["_days"].items()}
+    model = LiveModel.__new__(LiveModel)
+    vars(model).update(state)
+    return model
+
+
+_REDUCERS: dict[type, Callable[[Any], tuple[Callable[..., Any], tuple[Any, ...]]]] = {
+    ById: _reduce_by_id, itertools.count: _reduce_count, LiveModel: _reduce_model,
+}
+
+
 class _RecordPickler(pickle.Pickler):
     """Pickles the feed with each record, and each record's time, as its position in ``records`` (written before,
-    as columns: see :func:`scorers.live.pack_records`); the indexes hold those very objects, so they are references.
+    as columns: see :func:`pack_records`); the indexes hold those very objects, so they are references. The model's
+    own objects go through ``_REDUCERS``.
     """
 
     def __init__(self, f: _Writable, records: list[Any]) -> None:
         super().__init__(f, protocol=pickle.HIGHEST_PROTOCOL)
+        self.dispatch_table = {**copyreg.dispatch_table, **_REDUCERS}
         self._records = _Positions(records, 0)
         # A time (positions n, n + 1, …) shared by the indexes with its record (a repeat's previous answer, the
         # sorted times of state changes and prompts) stays one object after loading, as it was.
@@ -288,9 +373,9 @@ def read_feed(f: _Readable, *, freeze: bool = False) -> Any:
 
 @contextmanager
 def _collector_paused(*, freeze: bool) -> Iterator[None]:
-    """No garbage collection while millions of long-lived objects are made (it would walk them again and again: a
-    load three times as long); with ``freeze``, everything made so far is frozen out of it afterwards, as the daemon
-    does after any load (daemon/app.py): else the first allocation after would start a full collection walking them
+    """No garbage collection while millions of long-lived objects are made (it would walk them again and again);
+    with ``freeze``, everything made so far is frozen out of it afterwards, as the daemon
+    does after any load (daemon/modelkeeper.py): else the next allocation would start a full collection walking them
     all once more.
     """
     was = gc.isenabled()

@@ -267,7 +267,7 @@ class ModelKeeper:
 
         The model is loaded once (and again after a reload changes the config), so a long first load never holds
         up ingest; afterwards each call applies only what was committed since, and only the decisions that can have
-        changed are re-evaluated (scorers/live.py).
+        changed are re-evaluated (scorers/live/).
         """
         from daemon import modelcache  # imported here: modelcache imports LiveFeed from this module
 

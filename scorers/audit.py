@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from collectors.rfc3339 import format_ts
-from daemon.config import COMPONENTS
 from scorers.score import AgentResult, WindowResult, to_json
+from scorers.spec import COMPONENTS
 
 
 def audit_json(a: AgentResult, result: WindowResult) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from datetime import timedelta
 from collectors.records import Event
 from scorers.context import RuleContext
 from scorers.outcome import Outcome, failed, passed
+from scorers.rule import Rule
 
 NAME = "citation_rate"
 
@@ -18,3 +19,7 @@ def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
         more = f" (+{len(d.citations) - 1})" if len(d.citations) > 1 else ""
         return passed(f"{first.type} {first.target}{more}")
     return failed("no citation")
+
+
+#: Nothing but the decision itself decides it.
+RULE = Rule(NAME, evaluate)

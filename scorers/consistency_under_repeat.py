@@ -6,18 +6,30 @@ from datetime import timedelta
 
 from collectors.citations import PATH
 from collectors.records import Event
-from scorers.context import RuleContext, in_window
+from scorers.context import RuleContext
 from scorers.outcome import Outcome, failed, not_applicable, passed
+from scorers.rule import Affects, Reach, Rule
 
 NAME = "consistency_under_repeat"
 
 
 def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
-    """Compare with the agent's previous decision on the same prompt, unless state changed between."""
+    """Compare with the agent's previous decision on the same prompt, unless state changed between; — when that
+    answer is not in the window (:func:`reaches_back` and :func:`~scorers.rule.windowed`, without comparing a pair
+    the window does not hold)."""
     p = ctx.previous_same_prompt(d)
-    if p is None or not in_window(p, ctx.at, width):
+    if p is None or not ctx.at - width < p.ts:
         return not_applicable()
     return compare(d, p, ctx)
+
+
+_NO_REPEAT: Reach = (not_applicable(), None)
+
+
+def reaches_back(d: Event, ctx: RuleContext) -> Reach:
+    """The outcome of ``d`` in a window holding its previous answer, and that answer's time (None: there is none)."""
+    p = ctx.previous_same_prompt(d)
+    return _NO_REPEAT if p is None else (compare(d, p, ctx), p.ts)
 
 
 def compare(d: Event, p: Event, ctx: RuleContext) -> Outcome:
@@ -30,3 +42,7 @@ def compare(d: Event, p: Event, ctx: RuleContext) -> Outcome:
     if set(p.citations) == set(d.citations):
         return passed(f"same sources as {p.id}")
     return failed(f"drift vs {p.id}")
+
+
+#: Decided by the previous answer to the prompt, the state changes and file changes between, and the window.
+RULE = Rule(NAME, evaluate, Affects(repeats=True), reaches_back=reaches_back)

@@ -15,11 +15,19 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, Protocol
 
-from collectors.citations import PATH, Citation, normalise_path, path_never_exists
-from collectors.links import LinkMap
-from collectors.records import CheckResult, Event, FileEntry, Label, Order, Records
+from collectors.citations import PATH, Citation, normalise_path
+from collectors.records import CheckResult, Event, Label, Records
 from collectors.statedir import glob_regex
-from daemon.config import Config
+from scorers.lookups import (
+    FileIndex,
+    any_between,
+    current_checks,
+    current_labels,
+    down_labels,
+    previous_in,
+    sort_key,
+)
+from scorers.spec import ScoringConfig
 
 
 def prompt_key(prompt: str | None) -> str | None:
@@ -32,22 +40,13 @@ def prompt_key(prompt: str | None) -> str | None:
     return hashlib.sha256(folded.encode("utf-8")).hexdigest()
 
 
-def _as_of(entry: FileEntry, at: datetime) -> FileEntry | None:
-    """The index entry as it was known at ``at``: later changes and deletions are not yet seen."""
-    if entry.created > at:
-        return None
-    deleted = entry.deleted if entry.deleted is not None and entry.deleted <= at else None
-    modified = tuple(t for t in entry.modified if t <= at)
-    return FileEntry(entry.path, entry.created, modified, deleted)
-
-
 class RuleContext(Protocol):
     """What the six component rules read: :class:`Context` (built per evaluation) and the daemon's
     incremental ``scorers.live`` model both provide it, so one set of rules serves both.
     """
 
     at: datetime
-    config: Config
+    config: ScoringConfig
 
     @property
     def checks(self) -> Mapping[tuple[str, str], CheckResult]:
@@ -75,35 +74,11 @@ class RuleContext(Protocol):
         """The current ``down`` labels on a decision."""
 
 
-class Ordered(Protocol):
-    """A record with a time and a read order (an Event, or the live model's stub of one)."""
-
-    @property
-    def ts(self) -> datetime: ...
-
-    @property
-    def order(self) -> Order: ...
-
-
-def sort_key(e: Ordered) -> tuple[datetime, Order]:
-    """The order decisions are kept in: time, then read order."""
-    return (e.ts, e.order)
-
-
-def supersedes_label(label: Label, prev: Label | None) -> bool:
-    """True when ``label`` replaces ``prev`` as its reviewer's current label (later ts; equal ts: later read)."""
-    return prev is None or (label.ts, label.order) >= (prev.ts, prev.order)
-
-
-def supersedes_check(c: CheckResult, prev: CheckResult | None) -> bool:
-    """True when ``c`` replaces ``prev`` as its target's latest check (later check; equal time: later stored)."""
-    return prev is None or (c.checked_at, c.seq) >= (prev.checked_at, prev.seq)
-
-
 class Context:
-    """Indexes over the records at time ``at``; shared by all six component rules."""
+    """Indexes over the records at time ``at``; shared by all six component rules (the lookups themselves are
+    scorers/lookups.py's, which the live model answers with too)."""
 
-    def __init__(self, records: Records, at: datetime, config: Config) -> None:
+    def __init__(self, records: Records, at: datetime, config: ScoringConfig) -> None:
         self.at = at
         self.config = config
         self.decision_kinds = frozenset(config.decision_kinds)
@@ -123,9 +98,8 @@ class Context:
         for d in self.decisions:
             self.by_agent[d.agent].append(d)
         self._agent_times = {a: [d.ts for d in ds] for a, ds in self.by_agent.items()}
-        self.files = {p: v for p, v in ((p, _as_of(f, at)) for p, f in records.files.items()) if v is not None}
-        self.links = LinkMap(records.links)
-        self.checks = self._latest_checks(records.checks)
+        self.files = FileIndex.of(records.files, records.links)
+        self.checks = current_checks(records.checks, at, config.scoring.check_max_age)
         self.labels = self._current_labels(records.labels)
         #: Outcomes that do not depend on the window width, shared by every window of this evaluation.
         self.outcomes: dict[tuple[int, str], Any] = {}
@@ -134,30 +108,13 @@ class Context:
         """Heartbeat events of a decision kind, and every brief and finding (Markdown, no line)."""
         return e.line is None or e.kind in self.decision_kinds
 
-    def _latest_checks(self, checks: Iterable[CheckResult]) -> dict[tuple[str, str], CheckResult]:
-        oldest = self.at - self.config.scoring.check_max_age
-        latest: dict[tuple[str, str], CheckResult] = {}
-        for c in checks:
-            if c.ok is None or not oldest < c.checked_at <= self.at:
-                continue
-            key = (c.type, c.target)
-            if supersedes_check(c, latest.get(key)):
-                latest[key] = c
-        return latest
-
     def _current_labels(self, labels: Iterable[Label]) -> dict[str, list[Label]]:
-        """Each reviewer's latest label per decision (later ts; equal ts: later in read order)."""
-        current: dict[tuple[str, str], Label] = {}
-        for label in labels:
-            if label.ts > self.at:
-                continue
-            key = (label.decision, label.reviewer)
-            if supersedes_label(label, current.get(key)):
-                current[key] = label
+        """Each reviewer's current label per decision (labels after T are not known yet)."""
         by_decision: dict[str, list[Label]] = defaultdict(list)
-        for (decision, _), label in sorted(current.items()):
-            by_decision[decision].append(label)
-        return by_decision
+        for label in labels:
+            if label.ts <= self.at:
+                by_decision[label.decision].append(label)
+        return {d: current_labels(by_decision[d]) for d in sorted(by_decision)}
 
     # --- lookups used by the component rules
 
@@ -170,34 +127,21 @@ class Context:
 
     def state_change_between(self, after: datetime, until: datetime) -> bool:
         """True iff a state-change event has ``after < ts ≤ until``."""
-        i = bisect.bisect_right(self.state_change_times, after)
-        return i < len(self.state_change_times) and self.state_change_times[i] <= until
+        return any_between(self.state_change_times, after, until)
 
     def exists(self, path: str, t: datetime) -> bool:
         """``exists(p, t)`` of spec 1.4 over the index as known at T; ``..`` and ``/`` never exist, nor does a path
         through a symlink that leaves the root (the others name their target's entry: spec 1)."""
-        if path_never_exists(path):
-            return False
-        entry = self._entry(path)
-        return entry is not None and entry.exists(t)
+        return self.files.exists(path, t, self.at)
 
     def changed_in(self, path: str, a: datetime, b: datetime) -> bool:
-        """True iff the file ``path`` names was created, modified or deleted in ``(a, b]``."""
-        entry = self._entry(path)
-        return entry is not None and entry.changed_in(a, b)
-
-    def _entry(self, path: str) -> FileEntry | None:
-        canonical = self.links.resolve(path)
-        return None if canonical is None else self.files.get(canonical)
+        """True iff the file ``path`` names was created, modified or deleted in ``(a, b]`` (as known at T)."""
+        return self.files.changed_in(path, a, b, self.at)
 
     def created_matching(self, glob: str, a: datetime, b: datetime, exclude: str | None) -> list[str]:
         """Indexed files that ``glob`` matches under some name, created in ``(a, b]``, other than the file
         ``exclude`` names; their canonical paths."""
-        own = None if exclude is None else self.links.resolve(exclude)
-        links = self.links
-        return sorted(
-            p for p, f in self.files.items() if p != own and a < f.created <= b and links.matches(glob, p)
-        )
+        return self.files.created_matching(glob, a, b, exclude, self.at)
 
     @cached_property
     def prompt_history(self) -> dict[tuple[str, str], list[Event]]:
@@ -212,15 +156,12 @@ class Context:
     def previous_same_prompt(self, d: Event) -> Event | None:
         """The latest earlier decision of the same agent with the same prompt key."""
         key = prompt_key(d.prompt)
-        if key is None:
-            return None
-        group = self.prompt_history.get((d.agent, key), [])
-        i = bisect.bisect_left(group, sort_key(d), key=sort_key)
-        return group[i - 1] if i > 0 else None
+        return None if key is None else previous_in(self.prompt_history.get((d.agent, key), []), d)
 
     def current_down_labels(self, decision_id: str) -> list[Label]:
         """The current ``down`` labels on a decision."""
-        return [lb for lb in self.labels.get(decision_id, []) if lb.value == "down"]
+        current = self.labels.get(decision_id)
+        return down_labels(current) if current else []
 
 
 def paths_of(d: Event) -> list[str]:
@@ -231,9 +172,14 @@ def paths_of(d: Event) -> list[str]:
     return list(dict.fromkeys(paths)) if len(paths) > 1 else paths
 
 
+def names_a_path(d: Event) -> bool:
+    """True iff :func:`paths_of` ``d`` is not empty (without building it)."""
+    return bool(d.subject) or any(c.type == PATH for c in d.citations)
+
+
 def in_window(d: Event, at: datetime, width: timedelta) -> bool:
     """``T − W < d.ts ≤ T``."""
     return at - width < d.ts <= at
 
 
-__all__ = ["Citation", "Context", "Records", "glob_regex", "in_window", "paths_of", "prompt_key"]
+__all__ = ["Citation", "Context", "Records", "glob_regex", "in_window", "paths_of", "prompt_key", "sort_key"]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from collectors import phrases
 from collectors.records import Event
 from collectors.rfc3339 import format_duration
-from scorers.context import RuleContext, paths_of
+from scorers.context import RuleContext, names_a_path, paths_of
 from scorers.outcome import Outcome, failed, not_applicable, passed, pending
+from scorers.rule import Affects, Rule
 
 NAME = "gap_surfacing_rate"
 FALSE_GAP = "false gap"
@@ -46,3 +47,18 @@ def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
 def is_false_gap(outcome: Outcome) -> bool:
     """True for a gap claim whose data was in fact there."""
     return outcome.why.startswith(FALSE_GAP)
+
+
+def claims_signal(d: Event, ctx: RuleContext) -> bool:
+    """A gap claim naming no path: the configured signals decide it, by the files created before it."""
+    return not names_a_path(d) and phrases.first_match(d.text, ctx.config.phrases.gap) is not None
+
+
+def _grace_ends(d: Event, outcome: Outcome, ctx: RuleContext) -> datetime:
+    return d.ts + ctx.config.scoring.gap_grace
+
+
+#: Decided by the file index at the paths the decision names, or (a claim without one) by the files created under
+#: a signal's glob; a missing path is pending until ``gap_grace`` has passed.
+RULE = Rule(NAME, evaluate, Affects(paths=True, signals=claims_signal), valid_until=_grace_ends,
+            false_gap=is_false_gap)

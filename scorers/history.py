@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
 from collectors.records import DayCounts as DayCounts  # its home; imported from here too
-from daemon.config import COMPONENTS, Config
 from scorers.context import Context, Records
 from scorers.score import display_percent, evaluate_window, weighted
+from scorers.spec import COMPONENTS, ScoringConfig
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,9 @@ def day_end(day: date) -> datetime:
     return datetime.combine(day + timedelta(days=1), time(), tzinfo=UTC)
 
 
-def counts_at(records: Records, day: date, config: Config, agents: Iterable[str] | None = None) -> list[DayCounts]:
+def counts_at(
+    records: Records, day: date, config: ScoringConfig, agents: Iterable[str] | None = None
+) -> list[DayCounts]:
     """Every (agent, window) count at the end of ``day``."""
     ctx = Context(records, day_end(day), config)
     wanted = list(agents) if agents is not None else None

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from operator import attrgetter
 
 from collectors import phrases
 from collectors.citations import ISSUE, PATH
@@ -10,6 +11,7 @@ from collectors.records import Event
 from collectors.rfc3339 import format_duration
 from scorers.context import RuleContext
 from scorers.outcome import Outcome, failed, not_applicable, passed, pending
+from scorers.rule import Affects, Horizon, Rule
 
 NAME = "refusal_correctness"
 
@@ -59,3 +61,13 @@ def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
     if d.ts + grace <= ctx.at:
         return failed(f"no follow-up within {format_duration(grace)}")
     return pending(f"follow-up window open for {format_duration(d.ts + grace - ctx.at)}")
+
+
+def _window_closes(d: Event, outcome: Outcome, ctx: RuleContext) -> datetime:
+    return d.ts + ctx.config.scoring.follow_up
+
+
+#: A refusal waiting for a follow-up is decided by the agent's next decisions within ``follow_up``, or by the
+#: window closing.
+RULE = Rule(NAME, evaluate, Affects(follow_ups=Horizon(attrgetter("follow_up"), follows_up), awaits=needs_follow_up),
+            valid_until=_window_closes)

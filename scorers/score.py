@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -11,47 +11,30 @@ from typing import Any
 from collectors.records import ComponentResult as ComponentResult  # its home; imported from here too
 from collectors.records import Event
 from collectors.rfc3339 import format_ts, parse_duration
-from daemon.config import COMPONENTS, Config
-from scorers import (
-    citation_rate,
-    consistency_under_repeat,
-    gap_surfacing_rate,
-    refusal_correctness,
-    self_correction_rate,
-    source_verifiability,
-)
-from scorers.context import Context, Records, RuleContext, in_window
+from scorers.context import Context, Records, in_window
 from scorers.outcome import Outcome
+from scorers.rule import Rule
+from scorers.rules import RULES
+from scorers.spec import COMPONENTS, ScoringConfig
 from scorers.wilson import wilson
 
-Rule = Callable[[Event, RuleContext, timedelta], Outcome]
-#: The six rules by name, in the order of spec section 3 (sums are taken in this order).
-RULES: Mapping[str, Rule] = {
-    citation_rate.NAME: citation_rate.evaluate,
-    refusal_correctness.NAME: refusal_correctness.evaluate,
-    source_verifiability.NAME: source_verifiability.evaluate,
-    gap_surfacing_rate.NAME: gap_surfacing_rate.evaluate,
-    consistency_under_repeat.NAME: consistency_under_repeat.evaluate,
-    self_correction_rate.NAME: self_correction_rate.evaluate,
-}
-assert tuple(RULES) == COMPONENTS
-#: Rules whose outcome depends on the window width (both answers of a repeat must be in the window);
-#: the others are computed once per evaluation and shared by every window.
-WIDTH_DEPENDENT = frozenset({consistency_under_repeat.NAME})
+#: A set of rules by component name, in the order sums and weight vectors follow: :data:`scorers.rules.RULES`, or
+#: others (a test's) handed to the evaluation.
+Rules = Mapping[str, Rule]
 
 
-def outcomes_for(d: Event, ctx: Context, width: timedelta) -> dict[str, Outcome]:
-    """All six outcomes of one decision, reusing the width-independent ones across windows."""
+def outcomes_for(d: Event, ctx: Context, width: timedelta, rules: Rules = RULES) -> dict[str, Outcome]:
+    """Every rule's outcome of one decision, reusing across windows those that do not depend on the width."""
     out = {}
     cache = ctx.outcomes
-    for name, rule in RULES.items():
-        if name in WIDTH_DEPENDENT:
-            out[name] = rule(d, ctx, width)
+    for name, rule in rules.items():
+        if rule.reaches_back is not None:
+            out[name] = rule.evaluate(d, ctx, width)
             continue
         key = (id(d), name)
         found = cache.get(key)
         if found is None:
-            found = cache[key] = rule(d, ctx, width)
+            found = cache[key] = rule.evaluate(d, ctx, width)
         out[name] = found
     return out
 
@@ -104,11 +87,14 @@ def display_percent(score: float) -> int:
     return math.floor(100 * score + 0.5 + 1e-9)
 
 
-def weighted(values: Mapping[str, float | None], weights: tuple[float, ...]) -> tuple[float | None, float]:
-    """``(Σ w·v / Σ w, Σ w)`` over the components whose value is not None, summed in spec order."""
+def weighted(
+    values: Mapping[str, float | None], weights: tuple[float, ...], names: tuple[str, ...] = COMPONENTS
+) -> tuple[float | None, float]:
+    """``(Σ w·v / Σ w, Σ w)`` over the components whose value is not None, summed in the order of ``names`` (the
+    components ``weights`` is for: spec order)."""
     total = 0.0
     coverage = 0.0
-    for name, w in zip(COMPONENTS, weights, strict=True):
+    for name, w in zip(names, weights, strict=True):
         v = values.get(name)
         if v is not None:
             total += w * v
@@ -116,17 +102,18 @@ def weighted(values: Mapping[str, float | None], weights: tuple[float, ...]) -> 
     return (total / coverage if coverage > 0 else None), coverage
 
 
-def score_agent(agent: str, rows: list[DecisionRow], config: Config) -> AgentResult:
+def score_agent(agent: str, rows: list[DecisionRow], config: ScoringConfig, rules: Rules = RULES) -> AgentResult:
     """Aggregate one agent's rows: component ratios, floor, renormalised score, coverage, interval."""
     components: dict[str, ComponentResult] = {}
-    for name in COMPONENTS:
+    for name in rules:
         outcomes = [r.outcomes[name] for r in rows]
         components[name] = ComponentResult(
             passed=sum(o.passed for o in outcomes),
             counted=sum(o.counted for o in outcomes),
             pending=sum(1 for o in outcomes if o.pending),
         )
-    false_gaps = sum(1 for r in rows if gap_surfacing_rate.is_false_gap(r.outcomes[gap_surfacing_rate.NAME]))
+    flags = [(name, rule.false_gap) for name, rule in rules.items() if rule.false_gap is not None]
+    false_gaps = sum(1 for r in rows for name, flag in flags if flag(r.outcomes[name]))
     return summarise(agent, len(rows), components, false_gaps, config, tuple(rows))
 
 
@@ -135,19 +122,21 @@ def summarise(
     decisions: int,
     components: Mapping[str, ComponentResult],
     false_gaps: int,
-    config: Config,
+    config: ScoringConfig,
     rows: tuple[DecisionRow, ...] = (),
 ) -> AgentResult:
-    """The floor, renormalised score, coverage and interval of one agent's component counts."""
+    """The floor, renormalised score, coverage and interval of one agent's component counts (every component, in the
+    order its weights follow)."""
     version, weights = config.weights_for(agent)
-    score, coverage = weighted({n: c.ratio for n, c in components.items()}, weights)
+    names = tuple(components)
+    score, coverage = weighted({n: c.ratio for n, c in components.items()}, weights, names)
     insufficient = decisions < config.scoring.min_decisions or score is None
     interval = None
     if not insufficient:
         z = config.scoring.z
         bounds = {n: wilson(c.passed, c.counted, z) for n, c in components.items() if c.counted}
-        low, _ = weighted({n: b[0] for n, b in bounds.items()}, weights)
-        high, _ = weighted({n: b[1] for n, b in bounds.items()}, weights)
+        low, _ = weighted({n: b[0] for n, b in bounds.items()}, weights, names)
+        high, _ = weighted({n: b[1] for n, b in bounds.items()}, weights, names)
         if low is not None and high is not None:
             interval = (low, high)
     return AgentResult(
@@ -165,7 +154,7 @@ def summarise(
     )
 
 
-def window_width(config: Config, window: str) -> timedelta:
+def window_width(config: ScoringConfig, window: str) -> timedelta:
     """The width of a named window: a configured one, or any duration like ``45d``."""
     for name, width in config.scoring.windows:
         if name == window:
@@ -173,7 +162,7 @@ def window_width(config: Config, window: str) -> timedelta:
     return parse_duration(window)
 
 
-def evaluate_window(ctx: Context, window: str, agents: list[str] | None = None) -> WindowResult:
+def evaluate_window(ctx: Context, window: str, agents: list[str] | None = None, rules: Rules = RULES) -> WindowResult:
     """Score every listed agent (or just ``agents``) for the window ``window`` ending at ``ctx.at``."""
     config = ctx.config
     width = window_width(config, window)
@@ -183,14 +172,15 @@ def evaluate_window(ctx: Context, window: str, agents: list[str] | None = None) 
         listed = [a for a in listed if a in agents]
     results = {}
     for agent in listed:
-        rows = [DecisionRow(d, outcomes_for(d, ctx, width)) for d in ctx.by_agent[agent] if in_window(d, ctx.at, width)]
-        results[agent] = score_agent(agent, rows, config)
+        rows = [DecisionRow(d, outcomes_for(d, ctx, width, rules)) for d in ctx.by_agent[agent]
+                if in_window(d, ctx.at, width)]
+        results[agent] = score_agent(agent, rows, config, rules)
     return WindowResult(ctx.at, window, width, config.weights_active, results)
 
 
-def evaluate(records: Records, at: datetime, window: str, config: Config) -> WindowResult:
+def evaluate(records: Records, at: datetime, window: str, config: ScoringConfig, rules: Rules = RULES) -> WindowResult:
     """The pure entry point: records, evaluation time, window and config in; the result out."""
-    return evaluate_window(Context(records, at, config), window)
+    return evaluate_window(Context(records, at, config), window, rules=rules)
 
 
 def to_json(result: WindowResult) -> dict[str, Any]:

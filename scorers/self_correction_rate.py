@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from operator import attrgetter
 
 from collectors import phrases
 from collectors.records import Event
 from collectors.rfc3339 import format_duration
 from scorers.context import RuleContext
 from scorers.outcome import Outcome, failed, not_applicable, passed, pending
+from scorers.rule import Affects, Horizon, Rule
 
 NAME = "self_correction_rate"
 
 
 def _acknowledges(e: Event, d: Event, ctx: RuleContext) -> bool:
     return e.corrects == d.id or phrases.first_match(e.text, ctx.config.phrases.acknowledgement) is not None
+
+
+def in_thread(e: Event, d: Event) -> bool:
+    """A reply to ``d`` is in its thread."""
+    return e.thread == d.thread
 
 
 def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
@@ -39,3 +46,12 @@ def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
     if deadline <= ctx.at:
         return failed(f"silent for {format_duration(within)} after 👎")
     return pending(f"reply window open for {format_duration(deadline - ctx.at)}")
+
+
+def _window_closes(d: Event, outcome: Outcome, ctx: RuleContext) -> datetime:
+    return min(lb.ts for lb in ctx.current_down_labels(d.id)) + ctx.config.scoring.correction_within
+
+
+#: Decided by the labels on the decision and the agent's replies in its thread within ``correction_within`` of them.
+RULE = Rule(NAME, evaluate, Affects(labels=True, replies=Horizon(attrgetter("correction_within"), in_thread)),
+            valid_until=_window_closes)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from collectors.citations import PATH, path_never_exists
-from collectors.links import LinkMap
+from collectors.citations import PATH
 from collectors.records import CheckResult, Event
 from scorers.context import Records, RuleContext
+from scorers.lookups import FileIndex
 from scorers.outcome import Outcome, not_applicable
+from scorers.rule import Affects, Rule
 
 NAME = "source_verifiability"
 
@@ -34,6 +35,10 @@ def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
     return Outcome(f"{resolved}/{checked}", why, resolved, checked)
 
 
+#: Decided by the current checks of what the decision cites (they age out after ``check_max_age``).
+RULE = Rule(NAME, evaluate, Affects(checks=True))
+
+
 def with_path_checks(records: Records, at: datetime) -> Records:
     """``--verify-paths``: check every path citation against the file index at ``at``.
 
@@ -41,11 +46,8 @@ def with_path_checks(records: Records, at: datetime) -> Records:
     """
     targets = sorted({c.target for e in records.events if e.ts <= at for c in e.citations if c.type == PATH})
     checks = [c for c in records.checks if c.type != PATH]
-    links = LinkMap(records.links)
+    # A target stays lexical (checks are stored by it); its file is the one it names through the symlinks.
+    files = FileIndex.of(records.files, records.links)
     for target in targets:
-        # A target stays lexical (checks are stored by it); its file is the one it names through the symlinks.
-        canonical = None if path_never_exists(target) else links.resolve(target)
-        entry = None if canonical is None else records.files.get(canonical)
-        ok = entry is not None and entry.exists(at)
-        checks.append(CheckResult(target, PATH, at, ok, seq=len(checks)))
+        checks.append(CheckResult(target, PATH, at, files.exists(target, at, at), seq=len(checks)))
     return replace(records, checks=checks)

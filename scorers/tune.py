@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from collectors.rfc3339 import EPOCH
-from daemon.config import COMPONENTS
 from scorers.context import Context
 from scorers.outcome import NA, PENDING, Outcome
+from scorers.spec import COMPONENTS
 
 Vector = tuple[float, ...]
 
@@ -52,7 +52,7 @@ def features_of(outcomes: Mapping[str, Outcome]) -> tuple[float | None, ...]:
 
 def samples_from(ctx: Context, agent: str | None = None) -> list[Sample]:
     """One sample per current reviewer label on a decision (of ``agent``), over all of history to ``ctx.at``."""
-    from scorers.score import RULES
+    from scorers.rules import RULES
 
     everything = ctx.at - EPOCH
     out: list[Sample] = []

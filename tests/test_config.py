@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import tomllib
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from daemon.config import Config, ConfigError, config_from_dict, load_config
+from daemon.config import Config, ConfigError, config_from_dict, load_config, render_config
 from tests.conftest import ROOT, Run
 
 
@@ -92,3 +93,27 @@ def test_rendered_config_round_trips(honestyd: Run, tmp_path: Path) -> None:
     p = tmp_path / "again.toml"
     p.write_text(out)
     assert load_config(p) == load_config(ROOT / "config.toml")
+
+
+def test_every_key_of_the_schema_is_rendered_and_read_back() -> None:
+    """render_config is derived from the schema: a configuration unlike the defaults in every section (tables,
+    arrays of tables, weights versions and agents included) is rendered with every key and reads back equal."""
+    from daemon.config import _SCHEMA
+
+    weights = {"citation_rate": 0.5, "refusal_correctness": 0.1, "source_verifiability": 0.1,
+               "gap_surfacing_rate": 0.1, "consistency_under_repeat": 0.1, "self_correction_rate": 0.1}
+    data = {
+        "state": {"root": "/x/y", "heartbeats": "hb/*.jsonl", "evals": "e/*.json", "changelog": "c/log.md"},
+        "store": {"path": "/db/h.db"}, "kinds": {"decision": ["dm", "ask"]}, "phrases": {"gap": ["no", "nada"]},
+        "signals": [{"phrase": "no data", "glob": "evals/*.json", "within": "2h"},
+                    {"phrase": "x \"quoted\"", "glob": "a/*", "within": "1d"}],
+        "scoring": {"windows": ["1h", "45d"], "z": 2, "follow_up": "90s", "min_decisions": 3},
+        "weights": {"versions": {"x": weights}, "active": "x", "agents": {"bo": "x", "a\"b": "v2026.Q3"}},
+        "verify": {"rates": {"url": 0.5}, "allow_networks": ["10.0.0.0/8"], "user_agent": "ua \\ back"},
+        "github": {"repo": "a/b"}, "daemon": {"model_cache": False, "debounce": 0, "listen": "0.0.0.0:1"},
+        "api": {"max_body": 99}, "limits": {"max_agents": 0}, "benchmark": {"models": {"m1": "gpt", "z": "q"}},
+    }
+    cfg = config_from_dict(data)
+    rendered = tomllib.loads(render_config(cfg))
+    assert [(s, k) for s, keys in _SCHEMA.items() for k in keys if k not in rendered.get(s, {})] == []
+    assert config_from_dict(rendered) == cfg

@@ -123,7 +123,7 @@ def test_sliding_window_drops_an_old_decision_without_new_input(tmp_path: Path) 
 
 
 def test_a_clock_stepping_back_past_what_the_model_let_go_rebuilds_it(tmp_path: Path) -> None:
-    """Records behind every window are let go from memory (scorers/live.py: _evict); a clock stepping back further
+    """Records behind every window are let go from memory (scorers/live/eviction.py); a clock stepping back further
     than the model can answer for makes the daemon build the model again from the store, and score that time."""
     t0 = datetime(2026, 6, 1, 12, tzinfo=UTC)
     clock = tmp_path / "now.txt"

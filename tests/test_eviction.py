@@ -1,4 +1,4 @@
-"""The daemon's model lets go of records behind every window, and stays exact (scorers/live.py: LiveModel._evict).
+"""The daemon's model lets go of records behind every window, and stays exact (scorers/live/eviction.py).
 
 A real state directory, a real store fed by the real Ingester, the daemon's LiveFeed. Records dated more than the
 longest window (30 days) plus a day before the evaluation are dropped from memory; the store keeps them. What must
@@ -12,7 +12,7 @@ still hold, each checked against a from-scratch evaluation of the store:
   built again (HistoryEvicted), as the daemon then does from the store.
 
 The random programs of tests/test_live.py drop, recall and step back too, against an in-memory store; this file is
-the same path through SQLite (daemon/live.py: _stored_under).
+the same path through SQLite (daemon/modelkeeper.py: _stored_under).
 """
 
 from __future__ import annotations

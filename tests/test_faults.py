@@ -52,8 +52,7 @@ import pytest
 from collectors.rfc3339 import format_ts
 from daemon import app as app_module
 from daemon.app import Daemon, Overrides, storekeeping
-from daemon.config import Config, GitHub
-from daemon.config import Daemon as DaemonSettings
+from daemon.config import Config, DaemonSettings, GitHub
 from daemon.ingest import passes as ingest_module
 from daemon.store import Gate, Store
 from tests.conftest import HONESTYD, ROOT

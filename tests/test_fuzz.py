@@ -520,7 +520,7 @@ def test_label_bodies_never_5xx_and_what_is_accepted_ingests() -> None:
         (label,) = backend.appended
         if _has_lone_surrogate(label["decision"]):
             return  # the known API bug pinned by test_api_refuses_a_label_it_cannot_write below
-        line = json.dumps(label, ensure_ascii=False).encode("utf-8")  # what the daemon appends (daemon/app.py)
+        line = json.dumps(label, ensure_ascii=False).encode("utf-8")  # what the daemon appends (daemon/app/backend.py)
         parsed = parse_label(line, "labels/api.jsonl", 1)
         assert isinstance(parsed, Label), parsed
         assert (parsed.decision, parsed.value, parsed.reviewer) == (label["decision"], label["value"], "andrew")

@@ -1,4 +1,4 @@
-"""The daemon's incremental model (scorers/live.py) agrees with the pure evaluation, field by field.
+"""The daemon's incremental model (scorers/live/) agrees with the pure evaluation, field by field.
 
 Random record sets arrive in random chunks (events in any read order, duplicate ids, Markdown decisions
 edited and deleted, labels, checks, file-index changes, symlinks made, re-pointed and removed with paths
@@ -30,8 +30,8 @@ from daemon.config import Config, GitHub, Phrases
 from daemon.modelkeeper import LiveFeed
 from scorers import live
 from scorers.context import Context, Records, paths_of, sort_key
-from scorers.live import HistoryEvicted, LiveModel, Vocabulary, reduce_text
-from scorers.score import RULES, evaluate_window, to_json
+from scorers.live import HistoryEvicted, LiveModel, Vocabulary, eviction, reduce_text, sums
+from scorers.score import RULES, Rules, evaluate_window, to_json
 from tests.helpers import T0, ev
 
 CFG = Config(github=GitHub(repo="acme/app"))
@@ -42,9 +42,9 @@ def _small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Blocks of 3 decisions, so the cached prefix sums are built, reused and invalidated in every example; records
     let go 10 minutes behind the longest window, in steps of a minute, so the examples (which span ten weeks) let
     go of records, recall them when their ids come again, and step back past what was let go."""
-    monkeypatch.setattr(live, "_BLOCK", 3)
-    monkeypatch.setattr(live, "EVICT_SLACK", timedelta(minutes=10))
-    monkeypatch.setattr(live, "EVICT_EVERY", timedelta(minutes=1))
+    monkeypatch.setattr(sums, "BLOCK", 3)
+    monkeypatch.setattr(eviction, "EVICT_SLACK", timedelta(minutes=10))
+    monkeypatch.setattr(eviction, "EVICT_EVERY", timedelta(minutes=1))
 IDS = [f"d{i}" for i in range(14)]
 TEXTS = [
     "All good.", "No data yet.", "No, because red; instead wait.", "You're right, my mistake.",
@@ -219,12 +219,12 @@ class _Stored:
         return Records(list(self.events), list(self.labels), dict(self.files), list(self.checks), dict(self.links))
 
     def lookup(self, ids: Collection[str]) -> tuple[list[Event], list[Label]]:
-        """What the store answers the model recalling records it let go (daemon/live.py: _stored_under)."""
+        """What the store answers the model recalling records it let go (daemon/modelkeeper.py: _stored_under)."""
         return [e for e in self.events if e.id in ids], [lb for lb in self.labels if lb.decision in ids]
 
-    def model(self, config: Config) -> LiveModel:
+    def model(self, config: Config, rules: Rules = RULES) -> LiveModel:
         """A model built from everything stored, as the daemon builds one from the store."""
-        model = LiveModel(config, evict=True)
+        model = LiveModel(config, evict=True, rules=rules)
         model.add_events(self.events)
         model.add_labels(self.labels)
         model.add_checks(self.checks)
@@ -234,8 +234,8 @@ class _Stored:
         return model
 
 
-def _rows(result: Any) -> list[tuple[str, Any, list[tuple[str, str]]]]:
-    return [(r.decision.id, r.decision.order, [(r.outcomes[n].mark, r.outcomes[n].why) for n in RULES])
+def _rows(result: Any, rules: Rules = RULES) -> list[tuple[str, Any, list[tuple[str, str]]]]:
+    return [(r.decision.id, r.decision.order, [(r.outcomes[n].mark, r.outcomes[n].why) for n in rules])
             for r in result.rows]
 
 
@@ -317,18 +317,22 @@ def _assert_indexes_hold(model: LiveModel) -> None:
     assert filed == {(model._path_key(p), id(d)) for d in decisions for p in paths_of(d)}
     assert all(i in held for i in model._signal_claims)
     for a in model._agents.values():
-        assert len(a.counts) == len(a.pts) == len(a.events)
-        assert a.pts_sorted == sorted(p for p in a.pts if p is not None)
-        assert all(p <= d.ts for d, p in zip(a.events, a.pts, strict=True) if p is not None)  # _sum counts on it
-        assert a.repeats == [d for d, p in zip(a.events, a.pts, strict=True) if p is not None]
-        assert set(a.repeat_counts) == {id(d) for d in a.repeats}
-        assert {id(d) for d in a.awaiting} <= {id(d) for d in a.events}
-        assert a.awaiting == sorted(a.awaiting, key=sort_key)
+        assert len(a.counts) == len(a.events)
+        for an in a.anchored:  # the outcomes needing an earlier record inside the window (consistency's repeats)
+            assert len(an.times) == len(a.events)
+            assert an.sorted_times == sorted(p for p in an.times if p is not None)
+            assert all(p <= d.ts for d, p in zip(a.events, an.times, strict=True) if p is not None)  # _sum counts on it
+            assert an.decisions == [d for d, p in zip(a.events, an.times, strict=True) if p is not None]
+            assert [c[0] for c in an.contributions] == [p for p in an.times if p is not None]
+        assert a.anchor_times == sorted(p for an in a.anchored for p in an.times if p is not None)
+        for waiting in a.awaiting:
+            assert {id(d) for d in waiting} <= {id(d) for d in a.events}
+            assert waiting == sorted(waiting, key=sort_key)
         assert set(a.labelled) <= {d.id for d in a.events}
-        width = len(live._ZERO)
-        for k in range(len(a.prefix) // width):
-            rows = a.counts[:k * live._BLOCK]
-            assert list(a.prefix[k * width:(k + 1) * width]) == live._column_sums(rows), k
+        columns = model.plan.columns
+        for k in range(len(a.prefix) // columns):
+            rows = a.counts[:k * sums.BLOCK]
+            assert list(a.prefix[k * columns:(k + 1) * columns]) == live.column_sums(rows, model.plan.zero), k
 
 
 def summed_differently(config: Config) -> list[Config]:
@@ -344,12 +348,13 @@ def summed_differently(config: Config) -> list[Config]:
     ]
 
 
-def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict[str, Any]]:
-    """Apply ``program`` to a model and to a plain record list; compare after every evaluation.
+def run_steps(program: list[tuple[Any, ...]], config: Config = CFG, rules: Rules = RULES) -> list[dict[str, Any]]:
+    """Apply ``program`` to a model and to a plain record list (both scoring with ``rules``); compare after every
+    evaluation.
 
     Returns the model's 7d ``score --json`` agents of each evaluation.
     """
-    model = LiveModel(config, evict=True)
+    model = LiveModel(config, evict=True, rules=rules)
     variants = summed_differently(config)
     stored = _Stored()
     ever: set[str] = set()  # every id stored at some step
@@ -362,7 +367,7 @@ def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict
             config = variants[step[1]]
             if not model.reconfigure(config):  # a longer window reaches what was let go: built again
                 assert model.at - config.scoring.longest_window < model.evicted_to
-                model = stored.model(config)
+                model = stored.model(config, rules)
             continue
         if step[0] != "eval":
             _apply(model, stored, step)
@@ -374,7 +379,7 @@ def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict
             live = model.evaluate(at)
         except HistoryEvicted:  # the clock went back past what was let go: built again from the store
             assert at - config.scoring.longest_window < model.evicted_to
-            model = stored.model(config)
+            model = stored.model(config, rules)
             before = model.evicted_to
             live = model.evaluate(at)
         if model.evicted_to != before:
@@ -389,11 +394,11 @@ def run_steps(program: list[tuple[Any, ...]], config: Config = CFG) -> list[dict
         assert {e.id for e in stored.events} <= held <= ever, (held, ever)
         ctx = Context(stored.records(), at, config)
         for name, _ in config.scoring.windows:
-            pure = evaluate_window(ctx, name)
+            pure = evaluate_window(ctx, name, rules=rules)
             assert to_json(live[name]) == to_json(pure), (name, at)
             for agent, expected in pure.agents.items():
                 audit = model.agent_result(agent, name)
-                assert audit is not None and _rows(audit) == _rows(expected), (name, agent)
+                assert audit is not None and _rows(audit, rules) == _rows(expected, rules), (name, agent)
         outputs.append(to_json(live["7d"])["agents"])
     return outputs
 
@@ -507,7 +512,7 @@ def test_sorted_by_key_is_the_sort_key_order(items: list[tuple[int, str, int, in
     for i, (minute, path, generation, line) in enumerate(items):
         ts = _at(minute)
         if i % 3 == 0:
-            records.append(live._Stub(f"s{i}", ts, "commit", path, line, generation))
+            records.append(live.Stub(f"s{i}", ts, "commit", path, line, generation))
         else:
             records.append(ev(f"e{i}", ts, path=path, line=None if path.endswith(".md") else line,
                               markdown=path.endswith(".md"), generation=generation))

@@ -23,7 +23,7 @@ import pytest
 from collectors.records import CheckResult
 from collectors.rfc3339 import format_ts
 from daemon import modelcache
-from daemon.config import Config, Daemon, Phrases, Verify
+from daemon.config import Config, DaemonSettings, Phrases, Verify
 from daemon.ingest import Ingester
 from daemon.modelkeeper import LiveFeed
 from daemon.simulate import simulate
@@ -145,7 +145,8 @@ def test_a_loaded_model_holds_each_record_and_its_time_once(world: World) -> Non
     held, times = {id(r) for r in records}, {id(r.ts) for r in records}
     agents = loaded.model._agents.values()
     indexed = [e for a in agents for e in a.events]
-    previous = [t for a in agents for t in a.pts if t is not None]  # a repeat's previous answer: a record's time
+    # What a repeat's outcome needs inside the window (its previous answer's time): a record's time.
+    previous = [t for a in agents for an in a.anchored for t in an.times if t is not None]
     assert len(indexed) > 100 and previous
     assert all(id(e) in held for e in indexed)
     assert all(id(t) in times for t in previous)
@@ -223,7 +224,7 @@ def test_refusals_name_their_reason(world: World, tmp_path: Path, caplog: pytest
             assert not world.cache.exists()
 
     # What the model never reads may change; anything it reads may not.
-    check(None, config=replace(CONFIG, daemon=Daemon(listen="127.0.0.1:1"), verify=Verify(per_host=1)))
+    check(None, config=replace(CONFIG, daemon=DaemonSettings(listen="127.0.0.1:1"), verify=Verify(per_host=1)))
     check("configuration the model reads has changed",
           config=replace(CONFIG, phrases=replace(CONFIG.phrases, gap=(*Phrases().gap, "unknown so far"))))
     check(None, config=SUMMED_DIFFERENTLY)

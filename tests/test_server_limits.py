@@ -33,8 +33,7 @@ import aiohttp
 
 from collectors.rfc3339 import format_ts
 from daemon.app import Daemon, Executors
-from daemon.config import Api, Config, GitHub
-from daemon.config import Daemon as DaemonSettings
+from daemon.config import Api, Config, DaemonSettings, GitHub
 from daemon.http.handling import SLOTS, dumps
 from daemon.http.server import RESERVED_FDS, connection_budget
 from tests.daemon_harness import daemon, in_process, stop, wait_for

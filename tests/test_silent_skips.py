@@ -171,7 +171,7 @@ def _events(ingester: Ingester) -> int:
 
 
 def _rotate(poller: LogPoller, log_path: Path, to: Path) -> None:
-    """A rename rotation, told to the poller as the daemon's watcher tells it (``_Watcher`` in daemon/app.py)."""
+    """A rename rotation, told to the poller as the daemon's watcher tells it (daemon/app/watching.py)."""
     log_path.rename(to)
     poller.moved(HB, str(to))
 

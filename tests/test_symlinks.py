@@ -182,8 +182,7 @@ def test_the_daemons_own_verification_job_resolves_paths_through_links(tmp_path:
     import asyncio
 
     from daemon.app import Daemon
-    from daemon.config import Daemon as DaemonSettings
-    from daemon.config import GitHub, Verify
+    from daemon.config import DaemonSettings, GitHub, Verify
 
     root = symlinked_state.build(tmp_path)
     db = tmp_path / "h.db"
@@ -318,7 +317,7 @@ def test_the_change_feed_hears_of_links_and_of_a_row_turning_into_a_name(tmp_pat
 
 @pytest.mark.parametrize("move", ["repoint", "remove"])
 def test_the_model_fed_by_the_store_follows_link_changes(tmp_path: Path, move: str) -> None:
-    """The daemon's model (daemon/live.py over scorers/live.py) scores what a fresh evaluation of the store scores
+    """The daemon's model (daemon/modelkeeper.py over scorers/live/) scores what a fresh evaluation of the store scores
     while links are made, re-pointed and removed between passes."""
     from daemon.modelkeeper import LiveFeed
 

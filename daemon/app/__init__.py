@@ -5,7 +5,7 @@ the keeper of the scoring model, daemon/modelkeeper.py) → sinks (/metrics, the
 the changelog). It is one object made of one part per idea, each a module here that builds on the ones below it:
 
 * ``service``: the life — claims, start, main loop, reload, ordered shutdown (signals only set flags);
-* ``backend``: what the HTTP API asks (daemon/api.py's ``Backend``), and the HTTP server;
+* ``backend``: what the HTTP API asks (daemon/http/backend.py's ``Backend``), and the HTTP server;
 * ``scheduling``: the scheduled jobs (APScheduler) — a new periodic job is one line of ``_start_scheduler``;
 * ``watching``: the file watcher and the log poller, coalesced into ingest passes — a new source of changed paths
   hands them to ``_on_path``;

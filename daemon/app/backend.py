@@ -1,4 +1,4 @@
-"""The running daemon as the HTTP API and pages see it (the ``Backend`` protocol of daemon/api.py), and the HTTP
+"""The running daemon as the HTTP API and pages see it (daemon/http/backend.py's ``Backend``), and the HTTP
 server it starts on the sockets bound at start-up: the latest snapshot, audits built from the model on request,
 stored histories, reviewers' tokens, and label writes."""
 
@@ -110,7 +110,7 @@ class HttpBackend(Scheduling):
 
     async def _start_http(self) -> None:
         # HTTP_LIMITS: header size limits and the idle/slow-client cut-off; HTTP_LOG: malformed requests logged as
-        # one rate-limited line, not a traceback each (see daemon/api.py). They are keyword arguments of the request
+        # one rate-limited line, not a traceback each (daemon/http/server.py). They are keyword arguments of the request
         # handler, passed straight through: an unknown one would make aiohttp drop them all, access_log=None
         # included, with only a warning.
         runner = web.AppRunner(make_app(self, executor=self.executors.requests), access_log=None, logger=HTTP_LOG,

@@ -1,6 +1,6 @@
 """What the HTTP handlers ask of the running daemon: the :class:`Backend` protocol, the seam of this sink.
 
-The daemon implements it (daemon/app.py); tests implement it with what they need. Handlers reach it through
+The daemon implements it (daemon/app/backend.py); tests implement it with what they need. Handlers reach it through
 ``request.app[BACKEND]`` and never import the daemon.
 """
 

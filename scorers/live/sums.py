@@ -1,0 +1,162 @@
+"""Outcomes into counts, and counts into each window's results.
+
+A decision's rules run once (and again when a change or time makes its outcome stale); their (passed, counted,
+pending) are kept as one tuple of counts per decision, in the plan's columns. A window's result sums an agent's
+counts from its edge on, from cached per-block prefix sums, and takes back out the outcomes whose earlier record the
+window no longer holds (``reaches_back``). The sum is kept until the agent changes or the window's edge passes a
+decision or such a record.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from collectors.records import Event
+from scorers.live.base import NEVER, NO_WIDTH
+from scorers.live.indexes import Agent, Indexing
+from scorers.live.records import ts_of
+from scorers.lookups import check_expires
+from scorers.score import AgentResult, ComponentResult, WindowResult, summarise
+
+#: Decisions per block of the cached prefix sums (see range_sums): a window's sum adds at most 2 × (BLOCK − 1)
+#: decisions' counts to one difference of prefixes.
+BLOCK = 32
+
+
+class Summing(Indexing):
+    """Per-decision counts from the rules (run over the indexes), and per-(agent, window) sums of them."""
+
+    def _reevaluate(self, e: Event, a: Agent, i: int) -> None:
+        """Run the rules for ``e`` (at ``a.events[i]``) and keep its counts and when they stop being valid."""
+        plan = self.plan
+        counts = [0] * plan.columns
+        gaps = plan.false_gaps
+        until = NEVER
+        for evaluate, s, valid_until, false_gap in plan.plain:
+            o = evaluate(e, self, NO_WIDTH)
+            pending = o.pending
+            counts[s], counts[s + 1], counts[s + 2] = o.passed, o.counted, int(pending)
+            if pending:
+                t = valid_until(e, o, self)
+                if t is not None and t < until:
+                    until = t
+            if false_gap is not None and false_gap(o):
+                counts[gaps] += 1
+        if plan.checks and e.citations:  # a check stops being current as it ages
+            checks, max_age = self.checks, self.config.scoring.check_max_age
+            for c in e.citations:
+                check = checks.get((c.type, c.target))
+                if check is not None:
+                    until = min(until, check_expires(check, max_age))
+        for (reaches_back, s, valid_until, false_gap), an in zip(plan.anchored, a.anchored, strict=True):
+            o, t = reaches_back(e, self)
+            passed, counted, undecided = o.passed, o.counted, int(o.pending)
+            gap = 1 if false_gap is not None and false_gap(o) else 0
+            if passed or counted or undecided or gap:
+                counts[s], counts[s + 1], counts[s + 2] = passed, counted, undecided
+                counts[gaps] += gap
+                if undecided:
+                    deadline = valid_until(e, o, self)
+                    if deadline is not None and deadline < until:
+                        until = deadline
+            else:
+                t = None  # a — adds nothing to any window, in it or not
+            if t is not None or an.times[i] is not None:
+                an.set(e, i, t, (passed, counted, undecided, gap), a.merged)
+        self._changed(a, i)
+        shared = tuple(counts)
+        a.counts[i] = self._shared.setdefault(("counts", shared), shared)
+        if until < NEVER:
+            heapq.heappush(self._expiry, (until, next(self._seq), e))
+
+    def _changed(self, a: Agent, i: int) -> None:
+        """The decision at index ``i`` of ``a`` (and so every later position) changed: drop the prefix sums that
+        include it, and give the agent a new version (model-wide: an agent removed and re-created never repeats one)."""
+        del a.prefix[(i // BLOCK + 1) * self.plan.columns:]
+        a.version = next(self._seq)
+
+    def _window(self, name: str, width: timedelta) -> WindowResult:
+        at = self.at
+        listing = max(self.config.scoring.longest_window, width)
+        edge = at - width
+        agents: dict[str, AgentResult] = {}
+        for agent in sorted(self._agents):
+            a = self._agents[agent]
+            if not a.events or not a.events[-1].ts > at - listing:
+                continue
+            lo = bisect.bisect_right(a.events, edge, key=ts_of)
+            # How many outcomes need a time the window no longer holds: with the version, what the sum depends on
+            # (each rule's count only grows as the edge moves on, so their total tells them apart).
+            stale = bisect.bisect_right(a.anchor_times, edge)
+            key = (a.version, lo, stale, len(a.events))
+            cached = self._results.get((agent, name))
+            if cached is not None and cached[0] == key:
+                agents[agent] = cached[1]
+                continue
+            result = self._sum(agent, a, lo, edge, stale)
+            self.summed += 1
+            self._results[(agent, name)] = (key, result)
+            agents[agent] = result
+        return WindowResult(at, name, width, self.config.weights_active, agents)
+
+    def _sum(self, agent: str, a: Agent, lo: int, edge: datetime, stale: int) -> AgentResult:
+        """The agent's result over its decisions from ``lo``, without the outcomes that need a time at or before
+        ``edge`` (``stale`` of them), which the window no longer holds."""
+        plan = self.plan
+        totals = range_sums(a, lo, plan.zero)
+        for (_, s, _, _), an in zip(plan.anchored, a.anchored, strict=True):
+            left = stale if a.merged is None else bisect.bisect_right(an.sorted_times, edge)
+            if not left:
+                continue  # no such outcome has lost its earlier record
+            # That record is never later than its decision: of the ``left`` decisions whose time is up to the edge,
+            # the first ``first`` are themselves up to it (before the window), and the rest are the ones to take out.
+            # Counting them ends the walk at the last one instead of at the window's end.
+            first = bisect.bisect_right(an.decisions, edge, key=ts_of)
+            left -= first
+            for t, passed, counted, pending, gaps in itertools.islice(an.contributions, first, None):
+                if not left:
+                    break
+                if t <= edge:
+                    left -= 1
+                    totals[s] -= passed
+                    totals[s + 1] -= counted
+                    totals[s + 2] -= pending
+                    totals[plan.false_gaps] -= gaps
+        components = {n: ComponentResult(totals[3 * k], totals[3 * k + 1], totals[3 * k + 2])
+                      for k, n in enumerate(plan.names)}
+        return summarise(agent, len(a.events) - lo, components, totals[plan.false_gaps], self.config)
+
+
+def column_sums(rows: Sequence[tuple[int, ...]], zero: tuple[int, ...]) -> list[int]:
+    """The sum of each column of ``rows`` (``zero`` when there are none)."""
+    return [sum(col) for col in zip(*rows, strict=True)] if rows else list(zero)
+
+
+def range_sums(a: Agent, lo: int, zero: tuple[int, ...]) -> list[int]:
+    """Column sums of ``a.counts[lo:]``: the whole blocks as a difference of cached prefix sums (extended as
+    needed), the partial blocks at either end directly.
+
+    A live agent changes at its tail, so all but its last prefix stay cached from one evaluation to the next, and
+    a window costs the same however many decisions it holds.
+    """
+    n = len(a.counts)
+    first = -(-lo // BLOCK)  # the first whole block in the range
+    last = n // BLOCK  # whole blocks end before this one
+    if first >= last:
+        return column_sums(a.counts[lo:], zero)
+    p, w = a.prefix, len(zero)
+    while len(p) <= last * w:
+        k = len(p) // w - 1  # prefixes 0..k are cached: add block k
+        block = column_sums(a.counts[k * BLOCK:(k + 1) * BLOCK], zero)
+        p.extend([x + y for x, y in zip(p[k * w:(k + 1) * w], block, strict=True)])
+    # The tail after the last whole block is the same for every window: summed once per version of the agent.
+    key = (a.version, n)
+    if a.tail_key != key:
+        a.tail_key, a.tail = key, tuple(column_sums(a.counts[last * BLOCK:], zero))
+    head = column_sums(a.counts[lo:first * BLOCK], zero)
+    return [end - start + h + t for end, start, h, t in
+            zip(p[last * w:(last + 1) * w], p[first * w:(first + 1) * w], head, a.tail, strict=True)]

@@ -1,0 +1,264 @@
+"""Which stored records the model shows at ``T``: records arrive, win their ids or wait behind the winner, hide until
+their time comes, and go (a Markdown file changed) or come back from the store (an id the model let go).
+
+"Nothing after T exists" (spec, Time): records, labels and checks dated after T wait in heaps until T reaches them;
+spec 1.1 makes the first record of an id in read order its winner, however old.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Collection, Iterable
+from datetime import datetime
+
+from collectors.records import CheckResult, Event, Label, Order
+from scorers.live.base import ModelState
+from scorers.live.records import Record, Stub, order_of, reduce_text
+from scorers.lookups import take_check
+
+#: What the store holds under some ids: every event with one of them, every label on one of them.
+Lookup = Callable[[Collection[str]], tuple[list[Event], list[Label]]]
+
+
+class Visibility(ModelState):
+    """Records in and out, and their visibility as T moves."""
+
+    def records(self) -> list[Record]:
+        """Every record the model holds (visible, shadowed, hidden, loaded, removed while hidden), each once."""
+        return [*self._winner.values(), *(e for rest in self._shadowed.values() for e in rest),
+                *(h[2] for h in self._hidden), *self._loaded]
+
+    def holds_id(self, record_id: str) -> bool:
+        """True if a record with this id is here (shown, or dated after T), or was let go (its 64-bit hash matches:
+        the store has it). Records added before the first evaluation are not asked about (see LiveFeed.knows)."""
+        return record_id in self._winner or record_id in self._hidden_ids or self._let_go(record_id)
+
+    def size(self) -> tuple[int, int]:
+        """(records held, ids let go): what :meth:`records` would list, counted without listing them."""
+        held = len(self._winner) + sum(map(len, self._shadowed.values())) + len(self._hidden) + len(self._loaded)
+        return held, self._evicted.count
+
+    def _stored_events(self) -> list[Record]:
+        """The records still stored: :meth:`records` without the ones removed while hidden."""
+        return [e for e in self.records() if id(e) not in self._removed]
+
+    # --- records in
+
+    def add_events(self, events: Iterable[Event], lookup: Lookup | None = None) -> None:
+        """Heartbeat events and Markdown decisions, in any order; an already stored (path, line) is ignored.
+
+        ``lookup`` reads the store (committed, these records included): needed once the model has let records go,
+        for a record whose id was among theirs (spec 1.1 makes the first in read order the winner, however old).
+        """
+        watch = bool(self._evicted.count) and not self._readmitting
+        arrived: list[Record] = []
+        recalled: set[str] = set()
+        for event in events:
+            e = self._slim(event)
+            if watch:
+                arrived.append(e)
+                if self._let_go(e.id):
+                    recalled.add(e.id)
+            if isinstance(e, Event) and e.line is None:
+                self._documents.setdefault(e.path, []).append(e)
+            self._arrive(e)
+        if recalled:
+            self._recall(recalled, {e.order for e in arrived if e.id in recalled}, lookup)
+
+    def _recall(self, ids: set[str], arrived: set[Order], lookup: Lookup | None) -> None:
+        """Take back every record the model let go under ``ids``, and their labels: the store holds them (and the
+        records of those ids that just ``arrived``, which it returns as well and are not taken twice)."""
+        if lookup is None:
+            raise ValueError("records whose ids the model let go arrived without a lookup into the store")
+        events, labels = lookup(ids)
+        self._readmitting = True
+        try:
+            self.add_events(e for e in events if e.ts <= self.evicted_to and e.order not in arrived)
+        finally:
+            self._readmitting = False
+        self.add_labels(labels)
+
+    def replace_document(self, path: str, events: Iterable[Event], lookup: Lookup | None = None) -> None:
+        """A brief or finding changed or vanished: its decisions are now ``events`` (none when deleted)."""
+        for old in self._documents.pop(path, []):
+            self._depart(old)
+        self.add_events(events, lookup)
+
+    def add_labels(self, labels: Iterable[Label]) -> None:
+        """Reviewer labels, in any order. A label on a decision the model let go is left to the store (it comes
+        back with its decision, should that be recalled)."""
+        for label in map(self._slim_label, labels):
+            if self._let_go(label.decision):
+                continue
+            if self._fresh or label.ts > self.at:
+                heapq.heappush(self._hidden_labels, (label.ts, next(self._seq), label))
+            else:
+                self._show_label(label)
+
+    def add_checks(self, checks: Iterable[CheckResult]) -> None:
+        """Verification results (inconclusive ones are kept but never used, as in the pure evaluation)."""
+        shown: set[tuple[str, str]] = set()
+        for c in checks:
+            self._all_checks.append(c)
+            if self._fresh or c.checked_at > self.at:
+                heapq.heappush(self._hidden_checks, (c.checked_at, next(self._seq), c))
+            elif take_check(self.latest_checks, c):
+                shown.add((c.type, c.target))
+        self._touch_citing(shown)
+
+    def _slim(self, e: Event) -> Record:
+        """``e`` with its text reduced to the phrases it matches and its repeated values shared; a stub when it is not
+        a decision (see :class:`Stub`: a state change is read only through its time)."""
+        share = self._shared.setdefault
+        if e.line is not None and e.kind not in self._decision_kinds:
+            return Stub(e.id, e.ts, share(e.kind, e.kind), share(e.path, e.path), share(e.line, e.line),
+                        e.generation)
+        text = e.text if self._vocabulary is None else reduce_text(e.text, self._vocabulary)
+        # Line numbers too: one int object per line number, not per event (most are above the small-int cache).
+        return e._replace(
+            text=share(text, text), agent=share(e.agent, e.agent), kind=share(e.kind, e.kind),
+            line=share(e.line, e.line), path=share(e.path, e.path), thread=share(e.thread, e.thread),
+            prompt=share(e.prompt, e.prompt), reason=share(e.reason, e.reason),
+            citations=share(e.citations, e.citations), alternatives=share(e.alternatives, e.alternatives),
+            subject=share(e.subject, e.subject),
+        )
+
+    def _slim_label(self, label: Label) -> Label:
+        """``label`` with its reviewer and file shared, and its decision id the decision's own string when the model
+        holds the decision (a rebuild adds every label again once the decisions are in)."""
+        share = self._shared.setdefault
+        known = self._winner.get(label.decision)
+        return label._replace(decision=label.decision if known is None else known.id,
+                              reviewer=share(label.reviewer, label.reviewer), path=share(label.path, label.path))
+
+    def _arrive(self, e: Record) -> None:
+        if self._fresh:
+            self._loaded.append(e)  # the first evaluation sorts them all at once (a heap entry each would cost more)
+        elif e.ts > self.at:
+            heapq.heappush(self._hidden, (e.ts, next(self._seq), e))
+            self._hidden_ids[e.id] += 1
+        else:
+            self._show(e)
+
+    def _is_decision(self, e: Record) -> bool:
+        return e.line is None or e.kind in self._decision_kinds
+
+    # --- winners and the records behind them
+
+    def _show(self, e: Record) -> None:
+        """A stored event became visible: it wins its id, or waits behind the winner in read order."""
+        winner = self._winner.get(e.id)
+        if winner is None:
+            self._winner[e.id] = e
+            if self._orphans and e.id in self._orphans:  # the labels on this id find their record
+                self._orphans.discard(e.id)
+                self.unmatched_labels -= len(self._labels[e.id])
+            if self.evicts:
+                self._days.setdefault(e.ts.toordinal(), []).append(e.id)
+            self._index(e)
+            return
+        order = e.order
+        if winner.order == order or any(s.order == order for s in self._shadowed.get(e.id, ())):
+            return  # already stored: a replay
+        if self.evicts:
+            self._days.setdefault(e.ts.toordinal(), []).append(e.id)
+        if order < winner.order:
+            self._unindex(winner)
+            self._shadowed.setdefault(e.id, []).append(winner)
+            self._winner[e.id] = e
+            self._index(e)
+        else:
+            self._shadowed.setdefault(e.id, []).append(e)
+
+    def _depart(self, e: Event) -> None:
+        """A stored event was removed from the store (its Markdown file changed or went)."""
+        if self._winner.get(e.id) is e:
+            self._unindex(e)
+            rest = self._shadowed.pop(e.id, [])
+            if rest:
+                rest.sort(key=order_of)
+                nxt, others = rest[0], rest[1:]
+                if others:
+                    self._shadowed[e.id] = others
+                self._winner[e.id] = nxt
+                self._index(nxt)
+                self._file_again(e.id)
+            else:
+                del self._winner[e.id]
+                labels = self._labels.get(e.id)
+                if labels:  # its labels now name no record
+                    self._orphans.add(e.id)
+                    self.unmatched_labels += len(labels)
+            return
+        shadowed = self._shadowed.get(e.id, [])
+        for i, s in enumerate(shadowed):
+            if s is e:
+                del shadowed[i]
+                if not shadowed:
+                    del self._shadowed[e.id]
+                self._file_again(e.id)
+                return
+        self._removed[id(e)] = e  # still hidden: forget it when its time comes
+        if not self._fresh:  # in _hidden, not _loaded
+            self._unhide_id(e.id)
+
+    def _unhide_id(self, record_id: str) -> None:
+        """One hidden record of this id shown or removed."""
+        left = self._hidden_ids[record_id] - 1
+        if left:
+            self._hidden_ids[record_id] = left
+        else:
+            del self._hidden_ids[record_id]
+
+    def _file_again(self, record_id: str) -> None:
+        """One of the id's records went and others stay: file the id under the day of its newest one left. The days
+        of the others may have been let go already while the one that went held the id back; without this the id
+        would wait for the day of the record that went."""
+        if self.evicts:
+            newest = max(r.ts for r in (self._winner[record_id], *self._shadowed.get(record_id, ())))
+            self._days.setdefault(newest.toordinal(), []).append(record_id)
+
+    def _let_go(self, record_id: str) -> bool:
+        """True when the records of this id are ones the model let go (or a hash says they might be: the store keeps
+        every record and label, and a recall brings them back)."""
+        return bool(self._evicted.count) and record_id not in self._winner and self._evicted.might_hold(record_id)
+
+    def _show_label(self, label: Label) -> None:
+        if self._let_go(label.decision):
+            return  # waited hidden while its decision was let go
+        self._labels[label.decision].append(label)
+        d = self._winner.get(label.decision)
+        if d is None:
+            self._orphans.add(label.decision)
+            self.unmatched_labels += 1
+        if isinstance(d, Event) and self._is_decision(d):
+            if self.plan.replies:
+                labelled = self._agents[d.agent].labelled
+                labelled[d.id] = max(labelled.get(d.id, label.ts), label.ts)
+            if self.plan.labels:
+                self._touch(d)
+
+    # --- time
+
+    def _advance(self, at: datetime) -> None:
+        """Move T forward: show what is now in the past, and re-evaluate outcomes whose validity ran out."""
+        self.at = at
+        while self._hidden and self._hidden[0][0] <= at:
+            e = heapq.heappop(self._hidden)[2]
+            if self._removed.pop(id(e), None) is None:
+                self._unhide_id(e.id)
+                self._show(e)
+        while self._hidden_labels and self._hidden_labels[0][0] <= at:
+            self._show_label(heapq.heappop(self._hidden_labels)[2])
+        shown: set[tuple[str, str]] = set()
+        while self._hidden_checks and self._hidden_checks[0][0] <= at:
+            c = heapq.heappop(self._hidden_checks)[2]
+            if take_check(self.latest_checks, c):
+                shown.add((c.type, c.target))
+        self._touch_citing(shown)
+        while self._file_times and self._file_times[0][0] <= at:
+            path = heapq.heappop(self._file_times)[1]
+            entry = self._files.files.get(path)
+            self._touch_path(path, set() if entry is None else {entry.created})
+        while self._expiry and self._expiry[0][0] <= at:
+            self._touch(heapq.heappop(self._expiry)[2])

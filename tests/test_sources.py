@@ -1,0 +1,43 @@
+"""One routing of files to sources (collectors/sources.py): batch mode and the daemon read a file as the same source.
+
+A path goes to the first source, in the order heartbeats, labels, briefs, findings, evals, whose glob matches it; with
+globs that overlap, batch mode used to read a file both globs match as labels while the daemon read it as heartbeats.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from collectors.batch import scan_state
+from collectors.sources import LOGS, SOURCES, Globs, source_of
+from daemon.config import Config
+from daemon.ingest import Ingester
+from daemon.store import Store
+
+AT = datetime(2026, 5, 4, tzinfo=UTC)
+
+
+def test_a_path_goes_to_the_first_source_whose_glob_matches() -> None:
+    globs = Globs(heartbeats="logs/*.jsonl", labels="logs/*.jsonl", briefs="notes/*.md", findings="notes/*.md")
+    assert SOURCES[:2] == LOGS
+    assert [source_of(globs, p) for p in ("logs/a.jsonl", "notes/b.md", "evals/c.json", "other/d.txt")] == [
+        "heartbeats", "briefs", "evals", None]
+    assert [source_of(Globs(), p) for p in ("labels/r.jsonl", "findings/f.md", "heartbeats/x.json")] == [
+        "labels", "findings", None]
+
+
+def test_batch_mode_and_the_daemon_read_a_file_two_globs_match_as_the_same_source(tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    (root / "logs").mkdir(parents=True)
+    line = {"id": "e1", "ts": "2026-05-03T10:00:00Z", "agent": "ada", "kind": "dm", "text": "see Issue #4"}
+    (root / "logs" / "ada.jsonl").write_text(json.dumps(line) + "\n")
+    config = replace(Config(), globs=Globs(heartbeats="logs/*.jsonl", labels="logs/*.jsonl"))
+    batch = scan_state(root, config)
+    with Store.open(tmp_path / "db.sqlite") as store:
+        Ingester(store, root, config, clock=lambda: AT).scan()
+        stored = store.load_records()
+    assert [e.id for e in batch.events] == [e.id for e in stored.events] == ["e1"]
+    assert batch.labels == [] and batch.rejects == [] and list(stored.labels) == []
