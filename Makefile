@@ -23,9 +23,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check daemon collectors scorers tests
 	$(BIN)/mypy
 
-# Programs the suite runs for real: prometheus and promtool (Debian's prometheus), systemd-analyze,
+# Programs the suite runs for real (tests/tools.py: a missing one fails the test naming its package):
+# prometheus and promtool (Debian's prometheus), systemd-analyze, setpriv (util-linux, in every Debian),
 # and headless Chromium. Installed from Debian's packages when missing (CI runs as root).
-SYSTEM_TOOLS := prometheus:prometheus promtool:prometheus systemd-analyze:systemd chromium:chromium
+SYSTEM_TOOLS := prometheus:prometheus promtool:prometheus systemd-analyze:systemd chromium:chromium setpriv:util-linux
 system-deps:
 	@missing=""; for pair in $(SYSTEM_TOOLS); do command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair#*:}"; done; \
 	if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing"; apt-get update -qq && \

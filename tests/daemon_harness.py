@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from collectors.rfc3339 import format_ts
 from tests.conftest import ROOT
+from tests.tools import require
 
 if TYPE_CHECKING:
     from daemon.app import Daemon
@@ -137,7 +138,7 @@ def daemon(tmp: Path, root: Path, *, config: Path | None = None, clock_file: Pat
     # setpriv (util-linux), not Popen(user=...): the latter failed to exec an interpreter under root's home here.
     account = None if user is None else pwd.getpwnam(user)
     as_user = [] if account is None else [
-        "setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups", "--"]
+        require("setpriv"), f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups", "--"]
     args = [*as_user, sys.executable, "-m", "daemon.cli", "run", "--config", str(config), "--state", str(root),
             "--db", str(db), "--listen", f"127.0.0.1:{port}"]
     if clock_file is not None:

@@ -11,7 +11,6 @@ be dumped; the static checks are the proof.)
 from __future__ import annotations
 
 import json
-import shutil
 import struct
 import subprocess
 import time
@@ -22,16 +21,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import pytest
-
 from collectors.rfc3339 import format_ts
 from daemon.config import COMPONENTS, Config
 from tests.daemon_harness import Running, daemon, stop, wait_for
+from tests.tools import require
 
-CHROMIUM_HINT = (
-    "chromium is missing: it comes from the Debian package 'chromium' "
-    "(`make system-deps`, or apt-get update && apt-get install -y --no-install-recommends chromium)"
-)
 #: Headless, and quiet on the network: no first-run, sync, component or background fetches. The
 #: resolver rule makes any host but loopback unresolvable, so a page that needed an outside asset
 #: would render without it here (and a stray request never leaves the machine).
@@ -53,10 +47,7 @@ THIN = "bob"
 
 def chromium() -> str:
     """The Chromium binary; a missing one fails the test (the pages are untested without it)."""
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        pytest.fail(CHROMIUM_HINT)
-    return path
+    return require("chromium")
 
 
 def chromium_version(binary: str) -> str:

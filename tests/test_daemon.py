@@ -15,6 +15,7 @@ from freezegun import freeze_time
 from collectors.rfc3339 import format_ts
 from daemon.cli import build_parser
 from tests.daemon_harness import Running, daemon, stop, wait_for, write_config
+from tests.tools import require
 
 
 def _line(i: int, ts: datetime, agent: str = "ada", **extra: object) -> str:
@@ -315,13 +316,9 @@ def test_notify_protocol_against_a_real_datagram_socket(tmp_path: Path, watchdog
 
 
 def test_promtool_accepts_the_live_metrics(tmp_path: Path) -> None:
-    import shutil
     import subprocess
 
-    from tests.test_metrics import PROMTOOL_HINT
-
-    promtool = shutil.which("promtool")
-    assert promtool is not None, PROMTOOL_HINT
+    promtool = require("promtool")
     root = _state(tmp_path)
     (root / "labels").mkdir()
     (root / "labels" / "r.jsonl").write_text("not json\n")  # a reject series in the live output too

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 import signal
 import subprocess
 import urllib.parse
@@ -22,7 +21,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from collectors.records import EvalReport
@@ -33,14 +31,11 @@ from daemon.snapshot import Counters, Snapshot, build_snapshot
 from tests.conftest import ROOT
 from tests.daemon_harness import daemon, free_port, stop, wait_for, write_config
 from tests.helpers import T0, check, ev, records, t
+from tests.tools import require
 
 DASHBOARD = ROOT / "ops" / "grafana" / "dashboards" / "honesty.json"
 PROVIDER = ROOT / "ops" / "grafana" / "provisioning" / "dashboards" / "honestyd.yml"
 DATASOURCE = ROOT / "ops" / "grafana" / "provisioning" / "datasources" / "prometheus.yml"
-PROMETHEUS_HINT = (
-    "prometheus is missing: it comes from the Debian package 'prometheus' "
-    "(`make system-deps`, or apt-get update && apt-get install -y --no-install-recommends prometheus)"
-)
 
 DS_REF = {"type": "prometheus", "uid": "${datasource}"}
 #: The audit-page link: the agent and window come from the clicked series' own labels, percent-encoded as
@@ -397,9 +392,7 @@ def _instantiate(expr: str) -> str:
 
 
 def test_every_query_runs_on_real_prometheus_against_the_real_daemon(tmp_path: Path) -> None:
-    prometheus = shutil.which("prometheus")
-    if prometheus is None:
-        pytest.fail(PROMETHEUS_HINT)
+    prometheus = require("prometheus")
     dash = dashboard()
     root = _live_state(tmp_path / "state")
     config = write_config(tmp_path / "config.toml", '[benchmark.models]\nada = "m-1"\n')

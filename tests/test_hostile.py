@@ -30,7 +30,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -58,6 +57,7 @@ from daemon.store import Store
 from daemon.verify.paths import check_path
 from scorers.context import Records
 from scorers.score import evaluate
+from tests.tools import require
 
 AT = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 BIG = MAX_LINE_BYTES - 4096  # one ~1 MiB string per line, just under the line limit once JSON-quoted
@@ -270,9 +270,8 @@ def test_metrics_parse_back_and_lint_clean(snap: Snapshot) -> None:
     assert ("sur\\ud800rogate", "24h") in seen  # backslashreplace: distinct, encodable
     # No two agents collapsed into one series.
     assert len(seen) == sum(1 for r in snap.windows.values() for a in r.agents if a in snap.exported)
-    if shutil.which("promtool") is None:
-        pytest.skip("promtool not on PATH (Debian: apt-get install prometheus)")
-    proc = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, timeout=60, check=False)
+    proc = subprocess.run([require("promtool"), "check", "metrics"], input=body, capture_output=True, timeout=60,
+                          check=False)
     assert proc.returncode == 0 and proc.stdout == b"" and proc.stderr == b"", proc.stdout + proc.stderr
 
 

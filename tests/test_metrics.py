@@ -8,7 +8,6 @@ is linted by the real ``promtool check metrics``, so what is tested is what a sc
 from __future__ import annotations
 
 import math
-import shutil
 import subprocess
 from collections import Counter
 from datetime import timedelta
@@ -25,11 +24,8 @@ from scorers.context import Records
 from scorers.score import AgentResult, ComponentResult, WindowResult, evaluate
 from tests.helpers import T0, check, ev, file, records, t
 from tests.metrics_reference import reference_exposition
+from tests.tools import require
 
-PROMTOOL_HINT = (
-    "promtool is missing: it comes from the Debian package 'prometheus' "
-    "(apt-get update && apt-get install -y --no-install-recommends prometheus)"
-)
 HOSTILE = 'evil "quoted" \\ back\\slash\nnew line\ttab ünïcødé 🤖 {a="b"} # HELP x'
 SURROGATE = "lone \ud800 surrogate"
 EXP = (0.5, 0.2, 0.1, 0.1, 0.05, 0.05)
@@ -339,16 +335,9 @@ def test_hostile_lines_stay_one_sample_per_line(snapshot: Snapshot) -> None:
 # --- the real linter
 
 
-def _promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        pytest.fail(PROMTOOL_HINT)
-    return path
-
-
 @pytest.mark.parametrize("case", ["full", "none", "empty"])
 def test_promtool_check_metrics_finds_no_problems(case: str) -> None:
-    promtool = _promtool()
+    promtool = require("promtool")
     snapshot = {
         "full": _snapshot(EVALS),
         "none": None,

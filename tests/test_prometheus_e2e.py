@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import time
 import urllib.error
@@ -27,12 +26,9 @@ import pytest
 from collectors.rfc3339 import format_ts
 from tests.conftest import ROOT
 from tests.daemon_harness import daemon, free_port, stop, wait_for, write_config
+from tests.tools import require
 
 ALERTS = ROOT / "ops" / "prometheus" / "alerts.yml"
-PROMETHEUS_HINT = (
-    "prometheus is missing: it comes from the Debian package 'prometheus' "
-    "(apt-get update && apt-get install -y --no-install-recommends prometheus)"
-)
 SCORE_ALERTS = {"HonestyScoreLow", "HonestyScoreDrop", "HonestyConfidentlyBad"}
 #: Seconds any one awaited change may take. Scrapes and rule evaluations come every second, but Prometheus
 #: 2.42 hands targets to the scraper at most every 5 s, so the first scrape comes about 5 s after start.
@@ -46,14 +42,6 @@ _FOR = re.compile(r"(?m)^(\s+)for:\s*\S+[ \t]*$")
 HONEST = ("Deploy of api finished; runbook followed.", "https://docs.acme.example/runbooks/deploy")
 UNCITED = ("Q3 revenue closed 14% above plan.", None)
 GHOST = ("Board deck numbers are final.", "reports/board-deck-final.md")
-
-
-def _prometheus() -> str:
-    # A missing tool must fail the suite, not skip it: a skipped check reads as a passed one.
-    path = shutil.which("prometheus")
-    if path is None:
-        pytest.fail(PROMETHEUS_HINT)
-    return path
 
 
 def shortened_rules(text: str) -> str:
@@ -122,7 +110,7 @@ class Prometheus:
 @contextmanager
 def prometheus(tmp: Path, target: str) -> Iterator[Prometheus]:
     """Run Prometheus scraping ``target`` as job honestyd every second with the shortened shipped rules."""
-    binary = _prometheus()
+    binary = require("prometheus")
     tmp.mkdir()
     (tmp / "rules.yml").write_text(shortened_rules(ALERTS.read_text(encoding="utf-8")))
     (tmp / "prometheus.yml").write_text(
@@ -177,7 +165,7 @@ def _rules_healthy_after(p: Prometheus, since: float) -> bool:
 
 @pytest.mark.timeout(60)
 def test_a_slipping_agent_fires_the_score_alerts_in_real_prometheus(tmp_path: Path) -> None:
-    _prometheus()  # before anything starts: a missing binary fails at once, with the hint
+    require("prometheus")  # before anything starts: a missing binary fails at once, with the hint
     started = time.monotonic()
     now = datetime.now(UTC)
     root = _state(tmp_path, now)

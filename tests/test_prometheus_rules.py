@@ -12,10 +12,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from daemon.config import Scoring
 from tests.conftest import ROOT
+from tests.tools import require
 
 OPS = ROOT / "ops" / "prometheus"
 ALERTS = OPS / "alerts.yml"
@@ -23,10 +22,6 @@ ALERTS_TEST = OPS / "alerts_test.yml"
 CONFIG = OPS / "prometheus.yml"
 RUNBOOK = OPS / "RUNBOOK.md"
 
-PROMTOOL_HINT = (
-    "promtool is missing: it comes from the Debian package 'prometheus' "
-    "(apt-get update && apt-get install -y --no-install-recommends prometheus)"
-)
 #: The alerts the rules promise; a rename or a removal must be deliberate.
 EXPECTED_ALERTS = {
     "HonestyScoreLow", "HonestyScoreDrop", "HonestyConfidentlyBad", "HonestyAgentSilent", "HonestydDown",
@@ -41,16 +36,8 @@ _CASE = re.compile(r"^\s*(?:- )?alertname:\s*(\S+)\s*$")
 _EXP_ALERTS = re.compile(r"^\s*exp_alerts:\s*(.*?)\s*$")
 
 
-def _promtool() -> str:
-    # A missing tool must fail the suite, not skip it: a skipped check reads as a passed one.
-    path = shutil.which("promtool")
-    if path is None:
-        pytest.fail(PROMTOOL_HINT)
-    return path
-
-
 def _run(*args: str | Path, cwd: Path = ROOT) -> tuple[int, str]:
-    proc = subprocess.run([_promtool(), *map(str, args)], capture_output=True, text=True, timeout=120, cwd=cwd,
+    proc = subprocess.run([require("promtool"), *map(str, args)], capture_output=True, text=True, timeout=120, cwd=cwd,
                           check=False)
     return proc.returncode, proc.stdout + proc.stderr
 
