@@ -2,7 +2,7 @@
 
     python bench/screenshot.py [--out docs/img/audit-page.png] [--width 1600] [--height 1000]
 
-It reuses the browser test's state and Chromium helpers (tests/test_browser.py), so the picture in
+It reuses the browser test's state and Chromium helpers (tests/system/test_browser.py), so the picture in
 docs/operations.md is the page that test checks: one agent with six decisions, three of them failing
 a component. Needs Debian's chromium (`make system-deps`).
 """
@@ -19,9 +19,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # Imported after the path set-up, so the script also runs from a checkout without an install.
+from tests.test_browser import CHROMIUM_HINT, SCORED, chromium_version, screenshot, wait_until_scored, write_state
+
 from tests.conftest import ROOT
 from tests.daemon_harness import daemon, stop
-from tests.test_browser import CHROMIUM_HINT, SCORED, chromium_version, screenshot, wait_until_scored, write_state
 
 
 def main() -> int:

@@ -49,7 +49,7 @@ _URL_TRAILING = ".,;:!?)]}"
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _ACTIONS_RUN = re.compile(r"/actions/runs/([0-9]{6,})(?![0-9])")
 
-# --- Linear-time scanning (reliability fix, tests/test_fuzz.py::test_citations_bounded_time).
+# --- Linear-time scanning (reliability fix, tests/collectors/test_fuzz.py::test_citations_bounded_time).
 # _TEXT_FORMS.finditer and _TAG.finditer/.sub are linear on ordinary text but quadratic on adversarial text:
 # a failed owner/repo attempt re-scans the whole [A-Za-z0-9._-] run from every "-" inside it (100 KB of
 # "a-" then "#" took 35 s; a 1 MiB heartbeat line about an hour), and every "[source:" with no "]" after it

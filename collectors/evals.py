@@ -30,7 +30,7 @@ def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     try:
-        number = float(value)  # an int beyond float range raised OverflowError out of parse_eval (tests/test_fuzz.py)
+        number = float(value)  # an int beyond float range raised OverflowError (tests/collectors/test_fuzz.py)
     except OverflowError:
         return None
     return number if math.isfinite(number) else None

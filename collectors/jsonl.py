@@ -55,7 +55,7 @@ def load_object(raw: bytes, path: str, line: int) -> dict[str, Any] | Reject:
             obj = json.loads(text)
     except (ValueError, RecursionError):
         # ValueError, not just JSONDecodeError: an integer literal over 4,300 digits raises a plain ValueError
-        # (sys.int_info.str_digits_check_threshold), which escaped and aborted every later scan (tests/test_fuzz.py).
+        # (sys.int_info.str_digits_check_threshold), which aborted every later scan (tests/collectors/test_fuzz.py).
         return Reject(path, line, "not_json", snippet(raw))
     if not isinstance(obj, dict):
         return Reject(path, line, "not_object", snippet(raw))

@@ -64,7 +64,7 @@ def parse_ts(value: object) -> datetime:
         raise TimestampError(f"not an RFC 3339 timestamp with an offset: {value[:64]!r}")
     if m.group(8) == "Z" and value[10] == "T":
         # The usual form, which C's fromisoformat reads as it stands, to an aware time in UTC itself (digits of a
-        # fraction beyond six dropped, as below): tests/test_fuzz.py checks it against the general path.
+        # fraction beyond six dropped, as below): tests/collectors/test_fuzz.py checks it against the general path.
         try:
             return datetime.fromisoformat(value)
         except ValueError as exc:
@@ -94,7 +94,7 @@ def format_ts(ts: datetime) -> str:
     """Render a UTC datetime as RFC 3339 with ``Z`` (microseconds only when present)."""
     ts = ts.astimezone(UTC)
     # Not strftime("%Y"): glibc does not zero-pad years before 1000 ("1-05-31T…"), which parse_ts then refuses, so
-    # a label POSTed with such a ts was accepted and then rejected at ingest (tests/test_fuzz.py round trip).
+    # a label POSTed with such a ts was accepted and then rejected at ingest (tests/collectors/test_fuzz.py round trip).
     text = f"{ts.year:04d}-{ts.month:02d}-{ts.day:02d}T{ts.hour:02d}:{ts.minute:02d}:{ts.second:02d}"
     if ts.microsecond:
         text += f".{ts.microsecond:06d}"
@@ -115,7 +115,7 @@ def parse_duration(value: object) -> timedelta:
     try:
         return timedelta(seconds=int(m.group(1)) * _UNITS[m.group(2)])
     except (OverflowError, ValueError) as exc:
-        # "99999999999d" overflowed timedelta: OverflowError escaped config_from_dict as a crash (tests/test_fuzz.py).
+        # "99999999999d" overflowed timedelta: OverflowError escaped as a crash (tests/collectors/test_fuzz.py).
         raise ValueError(f"duration {value!r} is too long") from exc
 
 

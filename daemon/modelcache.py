@@ -4,7 +4,7 @@ Building the model from the store means reading every row and running the rules 
 scores served meanwhile (docs/performance.md has the figures). At a clean shutdown the daemon pickles its
 :class:`~daemon.modelkeeper.LiveFeed` (the model and the store marks it reflects) beside the database; the next
 start loads it, and the feed's usual sync applies what the store committed since those marks, as it does after
-every ingest pass. The result is the model a cold load would build (``tests/test_modelcache.py`` compares them).
+every ingest pass. The result is the model a cold load would build (``tests/daemon/test_modelcache.py`` compares them).
 
 A cache is used only when everything it depends on is unchanged, and otherwise the start loads from the store as
 before, with the reason logged:

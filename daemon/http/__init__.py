@@ -10,6 +10,6 @@
 * :mod:`daemon.http.server` — the server around the app: request limits, the log filter, the connection cap.
 
 A new route is a handler in ``api.py`` or ``views.py`` plus a line in the table of ``app.py`` and its entry in
-``openapi.py`` (tests/test_api_hardening.py checks the two agree). Nothing here is imported by this file, so
+``openapi.py`` (tests/system/test_api_hardening.py checks the two agree). Nothing here is imported by this file, so
 ``daemon.http.urls`` can be used without loading aiohttp.
 """

@@ -2,7 +2,7 @@
 
 Written by hand as a dict (no generator, no extra dependency) and built per request from the config in
 force, so the ``window`` enum and the ``weights`` versions follow a SIGHUP reload. Every route of
-:func:`daemon.http.app.make_app` is here, with the error statuses it can answer; ``tests/test_api_hardening.py``
+:func:`daemon.http.app.make_app` is here, with the error statuses it can answer; ``tests/system/test_api_hardening.py``
 checks that the two lists agree and runs schemathesis against a live daemon with this document.
 """
 

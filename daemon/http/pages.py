@@ -30,7 +30,7 @@ def _page(title: str, body: str) -> str:
         f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>{body}</body></html>"
     )
     # A lone surrogate (an agent's JSON "\ud800" escape) cannot be sent as UTF-8: the response would fail with a 500.
-    # backslashreplace keeps it visible and distinct, as the metrics do (tests/test_hostile.py).
+    # backslashreplace keeps it visible and distinct, as the metrics do (tests/daemon/test_hostile.py).
     return page.encode("utf-8", "backslashreplace").decode("utf-8")
 
 

@@ -15,7 +15,7 @@ AGENT = "{agent:[^/]+}"
 
 def agent_href(agent: str, window: str) -> str:
     """The audit page of one agent and window (the link Grafana panels carry)."""
-    # surrogatepass: quote() raised on a lone surrogate (tests/test_hostile.py).
+    # surrogatepass: quote() raised on a lone surrogate (tests/daemon/test_hostile.py).
     segment = quote(agent, safe="", errors="surrogatepass")
     if not segment.strip("."):  # "." and "..": a client resolves a dot segment away ("/agents/.." is "/")
         segment = segment.replace(".", "%2E")

@@ -1,9 +1,9 @@
 """One verification flow (daemon/verify/once.py) for ``honestyd verify`` and the daemon's daily job.
 
-A simulated state whose links live on a local web server and a fake GitHub API (those of tests/test_verify_e2e.py),
-sampled at a rate of one half per type: the CLI, as a subprocess, and the real daemon's job, in this process on a
-store of its own, must pick the same targets, check them the same way and store the same rows; a second job at the
-same time skips every one of them as fresh and counts it as cached, as the CLI does.
+A simulated state whose links live on a local web server and a fake GitHub API (those of
+tests/system/test_verify_e2e.py), sampled at a rate of one half per type: the CLI, as a subprocess, and the real
+daemon's job, in this process on a store of its own, must pick the same targets, check them the same way and store
+the same rows; a second job at the same time skips every one of them as fresh and counts it as cached, as the CLI does.
 """
 
 from __future__ import annotations

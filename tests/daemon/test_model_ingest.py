@@ -15,7 +15,7 @@ injected clock. The rules are what writers, logrotate and editors do to the file
 * the daemon: ``scan()``; restart (close and reopen Store and Ingester); and **kill**: a fault injected at the k-th
   write of a scan (the transaction rolls back, as a SIGKILL would leave it), the Store abandoned without closing,
   then a new Store and Ingester that scan at start, as the daemon does. A real SIGKILL of a real process is
-  ``tests/test_crash_safety.py``;
+  ``tests/system/test_crash_safety.py``;
 * the daemon's model (daemon/modelcache.py): write the model cache (a clean stop), prune the change feed the model
   applied (what the running daemon does once a minute), and start from the last cache written, however much was
   ingested since: it must be used exactly when the feed still holds every change after its marks, and the model it
@@ -43,7 +43,7 @@ rotation uses ``.N``). The model computes these outcomes rather than avoiding th
 checks that nothing else is lost or read twice around them; ``test_the_model_expects_the_documented_limits`` pins each
 one as a fixed sequence (the store's contents, not just agreement with the model). Deleted files are moved to a
 graveyard outside the root rather than unlinked, so no inode is reused within a run and every outcome is
-deterministic; inode reuse has its own deterministic tests in ``tests/test_ingest_scenarios.py``.
+deterministic; inode reuse has its own deterministic tests in ``tests/daemon/test_ingest_scenarios.py``.
 
 Size: 300 examples of up to 60 steps per machine, derandomized (the same sequences on every run, no example database;
 hypothesis' draws from the project's own literals are turned off in ``tests/conftest.py``, so earlier tests and the

@@ -1,7 +1,7 @@
 """A missing program fails the suite, naming the Debian package ``make test`` installs it from (tests/tools.py).
 
 No test looks a program up on its own or skips when one is missing; the only skip left is the conformance copy
-check, which needs the upstream cases beside the checkout (see tests/test_conformance.py).
+check, which needs the upstream cases beside the checkout (see tests/system/test_conformance.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tests import tools
 from tests.conftest import ROOT
 
 #: (file, line text) of the skips that are not about a missing program, each with its reason in the file.
-ALLOWED_SKIPS = {("tests/test_conformance.py", "@pytest.mark.skipif(not SHARED.exists(),")}
+ALLOWED_SKIPS = {("tests/system/test_conformance.py", "@pytest.mark.skipif(not SHARED.exists(),")}
 
 
 def test_every_program_required_is_one_make_test_installs() -> None:

@@ -2,10 +2,11 @@
 
 Two components that are not in the spec (tests/toy_answered_rate.py: later decisions in a thread, pending until a
 window closes; tests/toy_kind_repeat.py: a second window-dependent rule beside consistency_under_repeat) are handed,
-beside the six, to the live model and to the pure evaluation; over the random programs of tests/test_live.py
+beside the six, to the live model and to the pure evaluation; over the random programs of tests/scorers/test_live.py
 (arrivals in any order, late records, labels, checks, files, links, restarts through the model cache, records let go
 and recalled, the clock stepping back) both must give the same ``score --json`` objects and audit rows, and the
-model's indexes must hold what they would hold if built afresh (tests/test_live.py's run_steps checks all of it).
+model's indexes must hold what they would hold if built afresh (run_steps in tests/scorers/test_live.py checks
+all of it).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ TOY_RULES = {**RULES, toy_answered_rate.NAME: toy_answered_rate.RULE, toy_kind_r
 #: Weights for the eight components: the new ones count towards the score too.
 CFG = replace(Config(github=GitHub(repo="acme/app")), weights_active="toy",
               weights_versions={"toy": (0.3, 0.2, 0.15, 0.1, 0.05, 0.05, 0.1, 0.05)})
-#: tests/test_live.py's operations but a reload (its variants weigh six components).
+#: tests/scorers/test_live.py's operations but a reload (its variants weigh six components).
 OPS = ["events", "events", "events", "labels", "checks", "file", "times", "doc", "eval", "eval", "restart", "links"]
 
 

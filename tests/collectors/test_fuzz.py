@@ -17,7 +17,7 @@ Targets and their documented outcomes:
 
 Every target runs derandomized (the same examples on every run; no example database), sized so the file takes
 30-40 s on the 2-core box. Examples per target, as counted by this file on the last run
-(``pytest tests/test_fuzz.py -s`` prints the counter):
+(``pytest tests/collectors/test_fuzz.py -s`` prints the counter):
 
     parse_event bytes 3000, parse_event objects 700, parse_event escapes 400, parse_event nesting 60,
     load_object vs json.loads 1500, parse_label bytes 1500, parse_label objects 500, front matter text 1500,

@@ -167,7 +167,7 @@ def test_a_damaged_store_exits_3_with_one_line_naming_the_repair(tmp_path: Path,
     if damage == "pages":  # a run of pages in the middle: "database disk image is malformed"
         _overwrite_pages(db, _table_pages(db, "events", "cursors"))
     else:  # the header past its magic: "file is not a database" (a file without the magic is not a store at all:
-        with db.open("r+b") as f:  # a usage error, exit 2, see tests/test_cli_errors.py)
+        with db.open("r+b") as f:  # a usage error, exit 2, see tests/system/test_cli_errors.py)
             f.seek(16)
             f.write(b"\0" * 84)
     (root / "iris").mkdir()

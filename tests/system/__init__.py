@@ -1,0 +1,1 @@
+"""System tests: the real daemon, CLI, Prometheus, Chromium and the shipped files."""
