@@ -10,7 +10,6 @@ a component. Needs Debian's chromium (`make system-deps`).
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import tempfile
 from datetime import UTC, datetime
@@ -19,10 +18,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # Imported after the path set-up, so the script also runs from a checkout without an install.
-from tests.test_browser import CHROMIUM_HINT, SCORED, chromium_version, screenshot, wait_until_scored, write_state
-
 from tests.conftest import ROOT
 from tests.daemon_harness import daemon, stop
+from tests.system.test_browser import SCORED, chromium_version, screenshot, wait_until_scored, write_state
+from tests.tools import find, hint
 
 
 def main() -> int:
@@ -32,9 +31,9 @@ def main() -> int:
     parser.add_argument("--width", type=int, default=1600)
     parser.add_argument("--height", type=int, default=1000)
     args = parser.parse_args()
-    binary = shutil.which("chromium")
+    binary = find("chromium")
     if binary is None:
-        print(CHROMIUM_HINT, file=sys.stderr)
+        print(hint("chromium"), file=sys.stderr)
         return 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="honestyd-shot-") as tmp:

@@ -20,7 +20,7 @@ from daemon.store import Store
 from daemon.verify.once import verify_once
 from tests.conftest import Run
 from tests.daemon_harness import in_process
-from tests.test_verify_e2e import planted_state
+from tests.system.test_verify_e2e import planted_state
 
 END = "2026-05-02T00:00:00Z"
 AT = datetime(2026, 5, 2, tzinfo=UTC)

@@ -20,7 +20,7 @@ from daemon.config import Config, GitHub
 from scorers.rules import RULES
 from tests import toy_answered_rate, toy_kind_repeat
 from tests.helpers import ev
-from tests.test_live import (
+from tests.scorers.test_live import (
     DAY_M,
     EVICTION_STEPS,
     _at,
