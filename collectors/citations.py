@@ -50,11 +50,11 @@ _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _ACTIONS_RUN = re.compile(r"/actions/runs/([0-9]{6,})(?![0-9])")
 
 # --- Linear-time scanning (reliability fix, tests/collectors/test_fuzz.py::test_citations_bounded_time).
-# _TEXT_FORMS.finditer and _TAG.finditer/.sub are linear on ordinary text but quadratic on adversarial text:
-# a failed owner/repo attempt re-scans the whole [A-Za-z0-9._-] run from every "-" inside it (100 KB of
-# "a-" then "#" took 35 s; a 1 MiB heartbeat line about an hour), and every "[source:" with no "]" after it
-# scans to the end of the text (100 KB: 10 s). The helpers below find exactly the same matches, in the same
-# order (checked against the plain finditer by a differential property test), trying O(1) starts per "#".
+# _TEXT_FORMS.finditer and _TAG.finditer/.sub are linear on ordinary text but quadratic on adversarial text: a failed
+# owner/repo attempt re-scans the whole [A-Za-z0-9._-] run from every "-" inside it, and every "[source:" with no "]"
+# after it scans to the end of the text (docs/reliability.md has the times). The helpers below find exactly the same
+# matches, in the same order (checked against the plain finditer by a differential property test), trying O(1) starts
+# per "#".
 _OWNER_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 _LEAD_START = re.compile(_LEAD + r"[A-Za-z0-9]")
 # Where a form's "#" stands from its start: "pull request #", "issue #", "run #", "pr #".

@@ -1,12 +1,10 @@
 """Appends to known JSON Lines logs, found by polling their size and modification time.
 
-A fleet of agents appends thousands of lines a second, each append an inotify ``IN_MODIFY`` event that
-watchdog handles in Python over three threads before any handler could drop it: in the soak that was
-a fifth of the daemon's CPU, contending for the GIL with ingest and scoring. So the daemon asks the
-watcher only for events that change which files exist or close a written file (creation, move,
-deletion, close-after-write), and finds appends to the logs it knows by a ``stat`` per log and poll
-(~100 logs: well under a millisecond). The watcher tells it of new logs; the store's cursors, of the
-logs it had before.
+A fleet of agents appends thousands of lines a second, each append an inotify ``IN_MODIFY`` event that watchdog
+handles in Python over three threads before any handler could drop it, contending for the GIL with ingest and scoring
+(docs/performance.md has the soak's figure). So the daemon asks the watcher only for events that change which files
+exist or close a written file (creation, move, deletion, close-after-write), and finds appends to the logs it knows by
+one ``stat`` per log and poll. The watcher tells it of new logs; the store's cursors, of the logs it had before.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ def _no_local_constants() -> None:
 
     Hypothesis (6.131 on) also draws literals read from every project module already in ``sys.modules`` (those
     outside site-packages, the stdlib and files named like tests), so what earlier tests imported, and whether the
-    checkout's path has a folder named ``tests``, changed the sequences of tests/daemon/test_model_ingest.py
+    checkout's path has a folder named ``tests``, changed the sequences of tests/daemon/ingest/test_model.py
     and tests/collectors/test_fuzz.py. There is no setting for it: the pool is emptied here (hypothesis' own
     constants stay), and ``test_the_draws_do_not_depend_on_the_modules_imported_before`` fails if this stops working.
     """

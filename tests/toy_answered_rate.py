@@ -1,7 +1,7 @@
 """A component that is not in the spec, written as a new one would be: one module exporting a Rule.
 
 answered_rate: a ``dm`` in a thread counts; ✓ when the agent's next decision in that thread comes within
-``follow_up``, ✗ when none does, pending until the window closes. tests/scorers/test_rule_protocol.py plugs it into the
+``follow_up``, ✗ when none does, pending until the window closes. tests/scorers/test_rules.py plugs it into the
 live model and the pure evaluation beside the six rules of the spec.
 """
 

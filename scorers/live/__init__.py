@@ -5,8 +5,8 @@ every decision: right for the CLI and the conformance cases, far too slow for a 
 re-scoring after each one. :class:`LiveModel` keeps the indexes the rules read, updates them as records arrive, and
 re-runs a rule only for the decisions whose outcome can have changed. It answers the rules' lookups
 (:class:`~scorers.context.RuleContext`) with scorers/lookups.py's, so the rules are the very same functions;
-``tests/scorers/test_live.py`` checks that it agrees with the pure evaluation, field by field, over random record sets,
-arrival orders and evaluation times.
+``tests/scorers/live/test_model.py`` checks that it agrees with the pure evaluation, field by field, over random
+record sets, arrival orders and evaluation times.
 
 What can change a cached outcome is what its rule declares (scorers/rule.py: ``affected_by``); the model follows
 those changes and nothing else, and knows no rule by name (plan.py works the declarations out once):

@@ -1,4 +1,4 @@
-"""The structure the code promises (issue 22): imports flow one way, and no module is too long to read.
+"""The structure the code promises (issue 22): imports flow one way, no module is too long, tests mirror the code.
 
 * ``scorers/`` and ``collectors/`` import nothing from ``daemon/``: the rules and the parsers are pure, the daemon
   wires them. Every import counts wherever it sits: at module level, inside a function, under
@@ -127,6 +127,19 @@ def long_modules(root: Path, limit: int = MAX_LINES) -> list[tuple[str, int]]:
     return sorted(((f, n) for f, n in sizes if n > limit), key=lambda fn: (-fn[1], fn[0]))
 
 
+def unmirrored(root: Path) -> list[str]:
+    """Test folders under tests/<package>/ naming no package of the code (``tests/daemon/store`` ↔ ``daemon/store``)."""
+    out: list[str] = []
+    for package in PACKAGES:
+        base = root / "tests" / package
+        folders = [base, *(d for d in sorted(base.rglob("*")) if d.is_dir() and d.name != "__pycache__")]
+        for folder in folders:
+            code = root / folder.relative_to(root / "tests")
+            if not (code / "__init__.py").is_file() or not (folder / "__init__.py").is_file():
+                out.append(folder.relative_to(root).as_posix())
+    return out
+
+
 def _report(what: str, offenders: list[Import]) -> str:
     return f"{len(offenders)} {what}:\n" + "\n".join(f"  {imp}" for imp in offenders)
 
@@ -154,6 +167,13 @@ def test_no_module_is_over_500_lines() -> None:
     if found:
         listed = "\n".join(f"  {f}: {n} lines" for f, n in found)
         pytest.fail(f"{len(found)} modules over {MAX_LINES} lines:\n{listed}", pytrace=False)
+
+
+def test_the_tests_mirror_the_packages() -> None:
+    found = unmirrored(ROOT)
+    if found:
+        listed = "\n  ".join(found)
+        pytest.fail(f"test folders that mirror no package (or lack __init__.py):\n  {listed}", pytrace=False)
 
 
 # --- the checker itself: each way an import can hide is found, and clean code passes
@@ -216,3 +236,15 @@ def test_the_checker_counts_lines_and_lists_the_long_modules_longest_first(tmp_p
     })
     assert long_modules(root) == [("scorers/pkg/deep.py", 600), ("collectors/unterminated.py", 501),
                                   ("daemon/long.py", 501)]
+
+
+def test_the_checker_finds_test_folders_that_mirror_nothing(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        "daemon/__init__.py": "", "daemon/store/__init__.py": "", "collectors/__init__.py": "",
+        "scorers/__init__.py": "", "scorers/live/__init__.py": "",
+        "tests/daemon/__init__.py": "", "tests/daemon/store/__init__.py": "",
+        "tests/daemon/stor/__init__.py": "",  # a typo of daemon/store
+        "tests/collectors/__init__.py": "",
+        "tests/scorers/__init__.py": "", "tests/scorers/live/test_x.py": "",  # no __init__.py: imported by path
+    })
+    assert unmirrored(root) == ["tests/daemon/stor", "tests/scorers/live"]

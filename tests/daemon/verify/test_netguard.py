@@ -18,7 +18,7 @@ from aiohttp import web
 
 from daemon.verify.http import UrlChecker
 from daemon.verify.netguard import AddressGuard, ForbiddenAddressError, is_allowed, literal_address
-from tests.daemon.test_http_checks import MapResolver, counting_server, run, serve, settings
+from tests.daemon.verify.test_http import MapResolver, counting_server, run, serve, settings
 
 
 def strict(**overrides: object) -> dict[str, object]:

@@ -43,11 +43,12 @@ rotation uses ``.N``). The model computes these outcomes rather than avoiding th
 checks that nothing else is lost or read twice around them; ``test_the_model_expects_the_documented_limits`` pins each
 one as a fixed sequence (the store's contents, not just agreement with the model). Deleted files are moved to a
 graveyard outside the root rather than unlinked, so no inode is reused within a run and every outcome is
-deterministic; inode reuse has its own deterministic tests in ``tests/daemon/test_ingest_scenarios.py``.
+deterministic; inode reuse has its own deterministic tests in ``tests/daemon/ingest/test_scenarios.py``.
 
 Size: 300 examples of up to 60 steps per machine, derandomized (the same sequences on every run, no example database;
 hypothesis' draws from the project's own literals are turned off in ``tests/conftest.py``, so earlier tests and the
-checkout's path do not change them). Coverage and timings: docs/reliability.md, "How test_model_ingest.py works".
+checkout's path do not change them). Coverage and timings: docs/reliability.md, "How tests/daemon/ingest/test_model.py
+works".
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from yarl import URL
 from daemon.config import GitHub, Verify
 from daemon.verify.github import API_VERSION, GitHubChecker, load_token
 from daemon.verify.outcome import CheckOutcome
-from tests.daemon.test_http_checks import FakeTime, counting_server, run, serve, settings
+from tests.daemon.verify.test_http import FakeTime, counting_server, run, serve, settings
 
 RUNS: dict[str, dict[str, Any]] = {
     "123456": {"id": 123456, "status": "completed", "conclusion": "success"},

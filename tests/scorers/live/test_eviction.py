@@ -11,8 +11,8 @@ still hold, each checked against a from-scratch evaluation of the store:
 * the model cache keeps the dropped state; a clock stepping back further than the slack makes the model ask to be
   built again (HistoryEvicted), as the daemon then does from the store.
 
-The random programs of tests/scorers/test_live.py drop, recall and step back too, against an in-memory store; this file
-is the same path through SQLite (daemon/modelkeeper.py: _stored_under).
+The random programs of tests/scorers/live/test_model.py drop, recall and step back too, against an in-memory store;
+this file is the same path through SQLite (daemon/modelkeeper.py: _stored_under).
 """
 
 from __future__ import annotations
