@@ -320,6 +320,15 @@ def _lines(agent: str, start: int, n: int, pad: int = 100) -> str:
                                "text": f"line {i} " + "x" * pad}) + "\n" for i in range(start, start + n))
 
 
+def _one_log(tmp_path: Path, lines: int) -> tuple[Path, Path, Path]:
+    """A state root holding one heartbeat log of ``lines`` lines by ada, and where its store goes."""
+    root, db = tmp_path / "state", tmp_path / "honestyd.db"
+    log = root / "heartbeats" / "ada.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text(_lines("ada", 0, lines))
+    return root, db, log
+
+
 def _append(path: Path, text: str) -> None:
     with path.open("a") as f:
         f.write(text)
@@ -340,10 +349,7 @@ def test_store_full_pauses_ingest_keeps_the_cursor_and_resumes_with_nothing_lost
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    root, db = tmp_path / "state", tmp_path / "honestyd.db"
-    log = root / "heartbeats" / "ada.jsonl"
-    log.parent.mkdir(parents=True)
-    log.write_text(_lines("ada", 0, 100))
+    root, db, log = _one_log(tmp_path, 100)
     rel = "heartbeats/ada.jsonl"
 
     async def scenario() -> None:
@@ -446,10 +452,7 @@ def test_a_store_full_at_start_up_still_serves_then_catches_up(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.INFO)
-    root, db = tmp_path / "state", tmp_path / "honestyd.db"
-    log = root / "heartbeats" / "ada.jsonl"
-    log.parent.mkdir(parents=True)
-    log.write_text(_lines("ada", 0, 2000))
+    root, db, log = _one_log(tmp_path, 2000)
     mtime = datetime.fromtimestamp(log.stat().st_mtime, UTC)
 
     class FullStore(Store):
@@ -486,10 +489,7 @@ def _brief(root: Path, n: int) -> None:
 
 
 def test_rescan_catches_what_a_blind_watcher_missed(tmp_path: Path) -> None:
-    root, db = tmp_path / "state", tmp_path / "honestyd.db"
-    log = root / "heartbeats" / "ada.jsonl"
-    log.parent.mkdir(parents=True)
-    log.write_text(_lines("ada", 0, 10))
+    root, db, _ = _one_log(tmp_path, 10)
 
     async def scenario() -> list[float]:
         async with _serving(_config(root, db, rescan=1.0)) as d:
@@ -512,10 +512,7 @@ def test_a_blind_watcher_still_sees_appends_by_polling(tmp_path: Path) -> None:
     """Appends to known logs are found by polling their size (no inotify modify events are asked for), so a
     writer that keeps its file open, or a watcher gone blind, does not hold them up until the rescan.
     """
-    root, db = tmp_path / "state", tmp_path / "honestyd.db"
-    log = root / "heartbeats" / "ada.jsonl"
-    log.parent.mkdir(parents=True)
-    log.write_text(_lines("ada", 0, 10))
+    root, db, log = _one_log(tmp_path, 10)
 
     async def scenario() -> list[float]:
         # No rescan: only the poller can deliver. The root comes from the command line, as `--state` gives it.
@@ -540,10 +537,7 @@ def test_a_blind_watcher_still_sees_appends_by_polling(tmp_path: Path) -> None:
 
 def test_a_dead_watcher_is_restarted_and_delivers_again(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
-    root, db = tmp_path / "state", tmp_path / "honestyd.db"
-    log = root / "heartbeats" / "ada.jsonl"
-    log.parent.mkdir(parents=True)
-    log.write_text(_lines("ada", 0, 10))
+    root, db, _ = _one_log(tmp_path, 10)
 
     async def scenario() -> float:
         async with _serving(_config(root, db, rescan=3600)) as d:  # no rescan: only the watcher can deliver
@@ -585,10 +579,7 @@ def test_a_long_reader_and_a_locked_writer_do_not_lose_writes(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.INFO)
-    root, db = tmp_path / "state", tmp_path / "honestyd.db"
-    log = root / "heartbeats" / "ada.jsonl"
-    log.parent.mkdir(parents=True)
-    log.write_text(_lines("ada", 0, 10))
+    root, db, log = _one_log(tmp_path, 10)
     wal = Path(f"{db}-wal")
     passes = threading.Event()  # set by each pass over named paths as it starts (in the ingest thread)
     real = app_module.Ingester.ingest_paths
@@ -674,10 +665,7 @@ def test_slow_passes_do_not_queue_and_evaluations_keep_up(tmp_path: Path, monkey
     """A pass slower than the debounce: file events during it wait for one next pass (no queue of passes on the
     store lock, which kept every evaluation waiting behind all of them), and /metrics catches up once writes stop.
     """
-    root, db = tmp_path / "state", tmp_path / "honestyd.db"
-    log = root / "heartbeats" / "ada.jsonl"
-    log.parent.mkdir(parents=True)
-    log.write_text(_lines("ada", 0, 10))
+    root, db, log = _one_log(tmp_path, 10)
     real = app_module.Ingester.ingest_paths
 
     def slow(self: app_module.Ingester, paths: list[str], *, observed: bool = True) -> object:
@@ -753,10 +741,7 @@ def test_an_append_the_poller_finds_is_ingested_without_a_second_debounce(tmp_pa
     """The poller looks once a debounce, so what it finds has waited one already: the pass starts at once, and a
     pass a watcher event put a debounce ahead is brought forward (the soak's latency paid both waits).
     """
-    root, db = tmp_path / "state", tmp_path / "honestyd.db"
-    log = root / "heartbeats" / "ada.jsonl"
-    log.parent.mkdir(parents=True)
-    log.write_text(_lines("ada", 0, 3))
+    root, db, log = _one_log(tmp_path, 3)
     config = _config(root, db, rescan=3600)
     config = replace(config, daemon=replace(config.daemon, debounce=30.0))  # neither wait can pass in this test
 
