@@ -18,6 +18,14 @@ from typing import Any
 from collectors.reviews import ReviewEvent
 
 
+class ReviewRefused(Exception):
+    """A change the queue refuses: ``status`` is the HTTP answer (404 no such review, 409 closed already, 400 bad)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 @dataclass(frozen=True)
 class Label:
     """A 👍/👎 given to one of the review's decisions while the review was open."""

@@ -90,13 +90,26 @@ def fires(c: Condition) -> bool:
         c.reference.score - score > c.drop_alert + FLOAT_SLACK
 
 
+def writable(agent: str) -> bool:
+    """False for a name holding a lone surrogate (a JSON "\\ud800" in Markdown front matter): no review file line can
+    hold it as UTF-8, so no review is opened for it (its series in /metrics still show it)."""
+    try:
+        agent.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def firing(snapshot: Snapshot) -> dict[Key, Condition]:
-    """Every (agent, reason) that fires at ``snapshot``, among the agents with per-agent series."""
+    """Every (agent, reason) that fires at ``snapshot``, among the agents with per-agent series whose name a review
+    file can hold."""
     dash, _ = window_names(snapshot)
     if dash is None:
         return {}
     found: dict[Key, Condition] = {}
     for agent, _result in snapshot.exported.items(snapshot.windows[dash].agents):
+        if not writable(agent):
+            continue
         for reason in ("below", "drop"):
             c = standing(snapshot, agent, reason)
             if c is not None and fires(c):

@@ -68,7 +68,7 @@ def detail(review: Review, now: datetime) -> dict[str, Any]:
     ev = review.evidence
     failed = []
     for d in ev.get("failed", []) if isinstance(ev.get("failed"), list) else []:
-        label = review.labels.get(d.get("id")) if isinstance(d, dict) else None
+        label = review.labels.get(str(d.get("id"))) if isinstance(d, dict) else None
         failed.append({**d, "label": None if label is None else
                        {"value": label.value, "reviewer": label.reviewer, "at": format_ts(label.at)}})
     return {
