@@ -26,11 +26,15 @@ import hashlib
 import re
 from collections.abc import Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import Any, NamedTuple
 
-from collectors.jsonl import LABEL_VALUES, load_object, snippet
+from collectors.batch import terminated_lines
+from collectors.jsonl import LABEL_VALUES, load_object, snippet, strip_ending
 from collectors.records import Order, Reject
 from collectors.rfc3339 import TimestampError, parse_ts
+from collectors.safeopen import read_regular
+from collectors.statedir import glob_match, walk
 
 #: The kinds of event, and the fields each requires as non-empty strings (beyond ts, review and event).
 EVENT_FIELDS: Mapping[str, tuple[str, ...]] = {
@@ -118,3 +122,22 @@ def parse_review_event(raw: bytes, path: str, line: int, generation: int = 0) ->
     given = obj.get("id")
     eid = given if isinstance(given, str) and given else event_id(raw)
     return ReviewEvent(eid, ts, obj["review"], obj["event"], obj, path, line, generation)
+
+
+def scan_reviews(root: Path, glob: str = "reviews/*.jsonl") -> tuple[list[ReviewEvent], list[Reject]]:
+    """Every review event under ``root`` (the files ``glob`` matches, in read order) and the lines refused: what a
+    second reader of the files folds into the queue (``honestyd reviews --state``). Confined like batch mode: no
+    symlink out of the root is followed, no FIFO or device is read."""
+    events: list[ReviewEvent] = []
+    rejects: list[Reject] = []
+    for info in walk(root):
+        if not glob_match(glob, info.path):
+            continue
+        try:
+            raw = read_regular(info.abspath)
+        except OSError:
+            continue
+        for number, line in enumerate(terminated_lines(raw), start=1):
+            parsed = parse_review_event(strip_ending(line), info.path, number)
+            (events if isinstance(parsed, ReviewEvent) else rejects).append(parsed)  # type: ignore[arg-type]
+    return events, rejects
