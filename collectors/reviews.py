@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from collectors.batch import terminated_lines
 from collectors.jsonl import LABEL_VALUES, load_object, snippet, strip_ending
-from collectors.records import Order, Reject
+from collectors.records import Reject
 from collectors.rfc3339 import TimestampError, parse_ts
 from collectors.safeopen import read_regular
 from collectors.statedir import glob_match, walk
@@ -62,11 +62,6 @@ class ReviewEvent(NamedTuple):
     path: str
     line: int
     generation: int = 0
-
-    @property
-    def order(self) -> Order:
-        """The line's position in read order."""
-        return (self.path, self.generation, self.line)
 
 
 def valid_review_id(text: object) -> bool:

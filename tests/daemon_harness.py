@@ -161,6 +161,17 @@ def daemon(tmp: Path, root: Path, *, config: Path | None = None, clock_file: Pat
             proc.wait(10)
 
 
+def end(proc: subprocess.Popen[Any]) -> None:
+    """Terminate a helper process (Prometheus, Alertmanager) whatever happened: killed if it does not go in 10 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
 def stop(running: Running, timeout: float = 10.0) -> tuple[int, float]:
     """SIGTERM; returns (exit code, seconds taken)."""
     start = time.monotonic()

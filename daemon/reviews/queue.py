@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from collectors.reviews import ReviewEvent
 
@@ -26,8 +26,7 @@ class ReviewRefused(Exception):
         self.status = status
 
 
-@dataclass(frozen=True)
-class Label:
+class Label(NamedTuple):
     """A 👍/👎 given to one of the review's decisions while the review was open."""
 
     value: str
@@ -143,7 +142,7 @@ class Queue:
         """The queue the events make, applied in (ts, read order), each id once (see the module)."""
         reviews: dict[str, Review] = {}
         applied: set[str] = set()
-        for e in sorted(events, key=lambda e: (e.ts, e.order)):
+        for e in sorted(events, key=lambda e: (e.ts, e.path, e.generation, e.line)):  # then read order
             if e.id in applied:
                 continue
             applied.add(e.id)

@@ -28,7 +28,7 @@ import pytest
 
 from collectors.rfc3339 import parse_ts
 from tests.conftest import ROOT
-from tests.daemon_harness import Running, daemon, free_port, stop, wait_for, write_config
+from tests.daemon_harness import Running, daemon, end, free_port, stop, wait_for, write_config
 from tests.system.test_prometheus_e2e import GHOST, STEP, UNCITED, _decision, _state, prometheus
 from tests.tools import require
 
@@ -78,13 +78,7 @@ def alertmanager(tmp: Path, webhook: str) -> Iterator[str]:
         wait_for(ready, STEP, "alertmanager to be ready")
         yield f"127.0.0.1:{port}"
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        end(proc)  # whatever happened: nothing outlives the test
         print(f"--- alertmanager log (tail) ---\n{log.read_text(errors='replace')[-1500:]}")
 
 

@@ -25,7 +25,7 @@ import pytest
 
 from collectors.rfc3339 import format_ts
 from tests.conftest import ROOT
-from tests.daemon_harness import daemon, free_port, stop, wait_for, write_config
+from tests.daemon_harness import daemon, end, free_port, stop, wait_for, write_config
 from tests.tools import require
 
 ALERTS = ROOT / "ops" / "prometheus" / "alerts.yml"
@@ -140,14 +140,7 @@ def prometheus(tmp: Path, target: str, alertmanager: str | None = None) -> Itera
         wait_for(ready, STEP, "prometheus to be ready")
         yield running
     finally:
-        # Killed whatever happened, so no prometheus outlives the test.
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        end(proc)  # whatever happened: nothing outlives the test
 
 
 def _agent_alerts(p: Prometheus) -> dict[tuple[str, str], str]:

@@ -136,12 +136,18 @@ def test_an_agent_below_at_start_opens_one_below_and_never_a_drop_even_after_res
     assert sorted((r.agent, r.reason) for r in d.queue().reviews.values()) == [("carol", "below"), ("ivy", "below")]
 
 
-def test_a_restart_opens_nothing_again_open_or_closed() -> None:
-    d = Daemon()
+def carol_slips(d: Daemon) -> tuple[list[Event], dict[str, Any]]:
+    """carol fine at T0, then 10 uncited decisions an hour later: her events, and the review that opens."""
     base = decisions("carol", 5, 0, T0, "a")
     d.evaluate(snap(base, T0))
     low = base + decisions("carol", 0, 10, t(hours=1), "b")
     [opened] = d.evaluate(snap(low, t(hours=1)))
+    return low, opened
+
+
+def test_a_restart_opens_nothing_again_open_or_closed() -> None:
+    d = Daemon()
+    low, opened = carol_slips(d)
     d = d.restart()
     assert d.evaluate(snap(low, t(hours=2))) == []  # open: not opened twice
     d.close(opened["review"], t(hours=3))
@@ -153,10 +159,7 @@ def test_a_restart_opens_nothing_again_open_or_closed() -> None:
 
 def test_a_closed_review_reopens_when_the_agent_slips_again() -> None:
     d = Daemon()
-    base = decisions("carol", 5, 0, T0, "a")
-    d.evaluate(snap(base, T0))
-    low = base + decisions("carol", 0, 10, t(hours=1), "b")
-    [opened] = d.evaluate(snap(low, t(hours=1)))
+    low, opened = carol_slips(d)
     d.close(opened["review"], t(hours=2))
     assert d.evaluate(snap(low, t(hours=2, minutes=1))) == []  # still low after the close: the reviewer's call
     well = low + decisions("carol", 40, 0, t(hours=3), "c")
