@@ -12,6 +12,7 @@ Both POSTs are body-limited like ``POST /v1/labels`` (``[api] max_body``, :data:
 from __future__ import annotations
 
 import json
+import re
 
 from aiohttp import web
 
@@ -24,6 +25,9 @@ from daemon.reviews.queue import ReviewRefused
 
 #: The values ``?state=`` takes.
 STATES = ("open", "closed")
+#: White space as the OpenAPI document's ``pattern: \S`` (ECMAScript's ``\s``) reads it: Python's ``str.isspace``
+#: also takes U+001C to U+001F, which would refuse a note the document calls valid.
+_BLANK = re.compile("[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*")
 
 
 async def list_reviews(request: web.Request) -> web.Response:
@@ -57,13 +61,13 @@ def _note(raw: bytes) -> str | web.Response:
     if unknown:
         return error(400, f"unknown field {unknown[0]!r}")
     note = body.get("note")
-    if not isinstance(note, str) or not note.strip():
+    if not isinstance(note, str) or _BLANK.fullmatch(note):
         return error(400, "note must be a non-empty string: what the review found")
     try:
         note.encode("utf-8")
     except UnicodeEncodeError:
         return error(400, "note must be text (no lone surrogate)")
-    return note.strip()
+    return note
 
 
 async def close_review(request: web.Request) -> web.Response:
@@ -91,10 +95,10 @@ async def alertmanager(request: web.Request) -> web.Response:
     """Alertmanager's webhook: every alert of the notification recorded on its review, or acknowledged and ignored."""
     backend = request.app[BACKEND]
     token = backend.alert_token()
-    if token is None:
-        return error(403, "no alert token is configured ([alerts] token_env or token_file): every post is refused")
-    allowed = bearer_owner(request, {token: "alertmanager"}, "the alerts")
-    if isinstance(allowed, web.Response):
+    allowed = bearer_owner(request, {token: "alertmanager"} if token is not None else {}, "the alerts")
+    if isinstance(allowed, web.Response):  # 401 without a token; 403 for a wrong one, or when none is configured
+        if token is None and allowed.status == 403:
+            return error(403, "no alert token is configured ([alerts] token_env or token_file): every post is refused")
         return allowed
     raw = await limited_body(request, backend.config.api.max_body)
     if isinstance(raw, web.Response):
