@@ -111,7 +111,15 @@ class Reviewing(Watching):
 
     async def _after_evaluation(self, snap: Snapshot) -> Snapshot:
         """Bring the queue up to date with the store, open the reviews now due, and return ``snap`` with the queue's
-        counts. Never raises for a refused file: the reviews it could not open are tried again next evaluation."""
+        counts. Never raises: the reviews it could not open are tried again at the next evaluation, and the snapshot
+        is published whatever happened to the queue (a fault there must not hold back the scores)."""
+        try:
+            return await self._review_evaluation(snap)
+        except Exception:  # logged whole; the scores go out, the queue catches up at the next evaluation
+            log.exception("review queue not brought up to date after the evaluation")
+            return snap
+
+    async def _review_evaluation(self, snap: Snapshot) -> Snapshot:
         reader = self.reader
         if reader is not None:
             first = self._review_reader is None
