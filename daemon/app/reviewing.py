@@ -45,12 +45,13 @@ class Reviewing(Watching):
 
     # --- the queue, from the store
 
-    def _review_sync(self, reader: Store) -> bool:
-        """Read the review events stored since the last sync (on the model's thread); True iff any arrived."""
+    async def _review_sync(self, reader: Store) -> bool:
+        """Read the review events stored since the last sync (on the model's thread) and take them in (on the loop,
+        where every other change to the queue is made); True iff any arrived."""
         if reader is not self._review_reader:  # a store rebuilt: its rowids start again
             self._review_reader, self._review_mark, self._review_events = reader, 0, []
-        rows = reader.review_events_after(self._review_mark)
-        if not rows:
+        rows = await run_in(self.executors.model, reader.review_events_after, self._review_mark)
+        if not rows or reader is not self._review_reader:
             return False
         self._review_mark = rows[-1][0]
         self._review_events += [e for _, e in rows]
@@ -123,7 +124,7 @@ class Reviewing(Watching):
         reader = self.reader
         if reader is not None:
             first = self._review_reader is None
-            if await run_in(self.executors.model, self._review_sync, reader) or first:
+            if await self._review_sync(reader) or first:
                 self._refold()
                 if first:  # entries a stop between an append and its changelog line left out
                     await run_in(self.executors.model, self._write_changelog, list(changelog_entries(self.queue)))
