@@ -24,9 +24,11 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # Programs the suite runs for real (tests/tools.py: a missing one fails the test naming its package):
-# prometheus and promtool (Debian's prometheus), systemd-analyze, setpriv (util-linux, in every Debian),
-# and headless Chromium. Installed from Debian's packages when missing (CI runs as root).
-SYSTEM_TOOLS := prometheus:prometheus promtool:prometheus systemd-analyze:systemd chromium:chromium setpriv:util-linux
+# prometheus and promtool (Debian's prometheus), Alertmanager and amtool (prometheus-alertmanager),
+# systemd-analyze, setpriv (util-linux, in every Debian), and headless Chromium. Installed from Debian's
+# packages when missing (CI runs as root).
+SYSTEM_TOOLS := prometheus:prometheus promtool:prometheus prometheus-alertmanager:prometheus-alertmanager \
+	amtool:prometheus-alertmanager systemd-analyze:systemd chromium:chromium setpriv:util-linux
 system-deps:
 	@missing=""; for pair in $(SYSTEM_TOOLS); do command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair#*:}"; done; \
 	if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing"; apt-get update -qq && \

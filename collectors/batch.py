@@ -84,7 +84,7 @@ def scan_state(root: Path, config: ScanSettings) -> BatchScan:
             raw = None
         if own:
             scan.files[info.path] = index_entry(info, raw)
-        if raw is None or source is None:
+        if raw is None or source is None or source == "reviews":  # honestyd's review queue: no scoring input
             continue
         if source in LOGS:
             is_label = source == "labels"

@@ -1,4 +1,5 @@
-"""The five sources under the state root and which one a file belongs to (spec section 1).
+"""The sources under the state root and which one a file belongs to: the five of spec section 1, and honestyd's own
+review events (``reviews/*.jsonl``, collectors/reviews.py), which are no scoring input.
 
 A file is routed by the first source glob that matches its path relative to the root, in the order of
 :data:`SOURCES`; batch mode (collectors/batch.py) and the daemon's ingest route by this one function.
@@ -10,10 +11,11 @@ from dataclasses import dataclass
 
 from collectors.statedir import glob_match
 
-#: Every source, in the order a path is matched against their globs.
-SOURCES = ("heartbeats", "labels", "briefs", "findings", "evals")
+#: Every source, in the order a path is matched against their globs: honestyd's own files first, so that no glob of the
+#: config (say heartbeats = "*/*.jsonl") reads them as another source.
+SOURCES = ("reviews", "heartbeats", "labels", "briefs", "findings", "evals")
 #: The JSON Lines sources: read line by line (tailed by the daemon); an append is not a modification (spec 1.4).
-LOGS = ("heartbeats", "labels")
+LOGS = ("heartbeats", "labels", "reviews")
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,8 @@ class Globs:
     findings: str = "findings/*.md"
     labels: str = "labels/*.jsonl"
     evals: str = "evals/*.json"
+    #: Not a config key: honestyd writes its own review events there (daemon/app/reviewing.py), so it is fixed.
+    reviews: str = "reviews/*.jsonl"
 
     def all(self) -> tuple[str, ...]:
         """Every source's glob, in the order of :data:`SOURCES`."""

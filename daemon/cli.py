@@ -207,7 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("file", type=cliargs.readable_file, help="check results, JSON Lines (a pipe works: /dev/stdin)")
     q.set_defaults(func=cmd_checks_import)
 
-    from daemon import demo, simulate
+    from daemon import demo, reviewscli, simulate
+
+    reviewscli.add_parser(sub)
 
     p = sub.add_parser("demo", help="a demo state, the daemon on it, and live agents (one slipping)")
     demo.add_arguments(p)

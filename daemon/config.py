@@ -30,9 +30,9 @@ from scorers.spec import (
 )
 
 __all__ = [
-    "COMPONENTS", "DEFAULT_WEIGHTS", "DEFAULT_WEIGHTS_VERSION", "Api", "Config", "ConfigError", "DaemonSettings",
-    "GitHub", "Globs", "Limits", "Phrases", "Scoring", "ScoringConfig", "Signal", "Verify", "config_from_dict",
-    "load_config", "render_config",
+    "COMPONENTS", "DEFAULT_WEIGHTS", "DEFAULT_WEIGHTS_VERSION", "Alerts", "Api", "Config", "ConfigError",
+    "DaemonSettings", "GitHub", "Globs", "Limits", "Phrases", "Scoring", "ScoringConfig", "Signal", "Verify",
+    "config_from_dict", "load_config", "render_config",
 ]
 
 
@@ -104,6 +104,16 @@ class Api:
 
 
 @dataclass(frozen=True)
+class Alerts:
+    """``[alerts]``: the bearer token Alertmanager's webhook posts with, and when an open review is stale."""
+
+    token_env: str = "HONESTYD_ALERTS_TOKEN"
+    token_file: str = ""
+    #: A review open longer than this is stale (honesty_review_stale_after_seconds, alert HonestyReviewStale).
+    review_stale: timedelta = timedelta(days=2)
+
+
+@dataclass(frozen=True)
 class Limits:
     """What one agent, one file or many agents may cost the daemon's outputs (``[limits]``)."""
 
@@ -130,6 +140,7 @@ class Config(ScoringConfig):
     daemon: DaemonSettings = field(default_factory=DaemonSettings)
     api: Api = field(default_factory=Api)
     limits: Limits = field(default_factory=Limits)
+    alerts: Alerts = field(default_factory=Alerts)
     benchmark_models: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -215,6 +226,11 @@ _SCHEMA: dict[str, dict[str, tuple[str, Validator]]] = {
         "max_agents": ("limits.max_agents", valid.nonneg_int),
         "max_agent_name": ("limits.max_agent_name", valid.positive_int),
         "reject_log_per_minute": ("limits.reject_log_per_minute", valid.nonneg_int),
+    },
+    "alerts": {
+        "token_env": ("alerts.token_env", valid.string),
+        "token_file": ("alerts.token_file", valid.string),
+        "review_stale": ("alerts.review_stale", valid.duration),
     },
     "benchmark": {"models": ("benchmark_models", valid.str_map)},
 }
@@ -343,7 +359,7 @@ def config_from_dict(data: Mapping[str, Any], base_dir: Path | None = None) -> C
             top[attr] = base_dir / top[attr]
     nested: dict[str, Any] = {
         "globs": Globs, "phrases": Phrases, "scoring": Scoring, "verify": Verify, "github": GitHub,
-        "daemon": DaemonSettings, "api": Api, "limits": Limits,
+        "daemon": DaemonSettings, "api": Api, "limits": Limits, "alerts": Alerts,
     }
     for name, cls in nested.items():
         if name in values:

@@ -1,7 +1,9 @@
 """``honestyd demo``: a generated state, the real daemon on it, and live agents writing to it.
 
-One of the live agents starts slipping after a while (it stops citing and cites files that do
-not exist), so its 24 h score visibly drops on /metrics and on its audit page.
+One of the live agents starts slipping after a while: two decisions in three cite nothing (citation_rate fails at
+once, so the slip shows without waiting for the gap grace) and the third cites a file that does not exist (which
+fails once the grace is over). Its 24 h score crosses the alert threshold within about a minute of the start, and
+honestyd opens a review of it by itself: the demo prints the queue's URLs and a reviewer token to close it with.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import secrets
 import shutil
 import signal
 from dataclasses import dataclass
@@ -35,7 +38,13 @@ repo = "acme/app"
 listen = "{listen}"
 rescore_interval = "5s"
 rescan_interval = "1m"
+
+[api]
+# The demo's reviewer (demo:TOKEN), made afresh for each run.
+reviewers_file = "{reviewers}"
 """
+#: The demo's one reviewer.
+DEMO_REVIEWER = "demo"
 
 HONEST_LINES = (
     ("Deploy of api finished; runbook followed.", "https://docs.acme.example/runbooks/deploy"),
@@ -44,8 +53,8 @@ HONEST_LINES = (
 )
 SLIPPING_LINES = (
     ("Q3 revenue closed 14% above plan.", None),
+    ("The postmortem lists every action item as done.", None),
     ("Board deck numbers are final.", "reports/board-deck-final.md"),
-    ("The postmortem lists every action item as done.", "docs/postmortem-0519.md"),
 )
 
 
@@ -57,8 +66,9 @@ class LiveAgent:
     slips_after: float | None = None
 
 
-def _event(agent: LiveAgent, n: int, now: datetime, slipping: bool) -> str:
-    text, source = (SLIPPING_LINES if slipping else HONEST_LINES)[n % 3]
+def _event(agent: LiveAgent, n: int, now: datetime, slipping: int | None) -> str:
+    """The ``n``-th event; ``slipping``: how many slipping ones came before it (None: not slipping)."""
+    text, source = SLIPPING_LINES[slipping % 3] if slipping is not None else HONEST_LINES[n % 3]
     obj: dict[str, object] = {"id": f"live-{agent.name}-{n}", "ts": format_ts(now), "agent": agent.name,
                               "kind": "dm", "thread": f"live-{agent.name}-{n}", "text": text}
     if source is not None:
@@ -70,13 +80,15 @@ async def live_agents(root: Path, agents: list[LiveAgent], interval: float, stop
     """Append one event per agent every ``interval`` seconds until ``stop`` is set."""
     started = asyncio.get_running_loop().time()
     n = 0
+    slipped = dict.fromkeys((a.name for a in agents), 0)
     while not stop.is_set():
         elapsed = asyncio.get_running_loop().time() - started
         now = datetime.now(UTC)
         for agent in agents:
             slipping = agent.slips_after is not None and elapsed >= agent.slips_after
             with (root / "heartbeats" / f"live-{agent.name}.jsonl").open("a", encoding="utf-8") as f:
-                f.write(_event(agent, n, now, slipping))
+                f.write(_event(agent, n, now, slipped[agent.name] if slipping else None))
+            slipped[agent.name] += slipping
         n += 1
         with contextlib.suppress(TimeoutError):  # the interval passed without a stop: write again
             await asyncio.wait_for(stop.wait(), interval)
@@ -91,7 +103,10 @@ def prepare(directory: Path, seed: int, listen: str) -> tuple[Path, Path, Path]:
     root, db, config = directory / "state", directory / "honestyd.db", directory / "config.toml"
     start = (datetime.now(UTC) - timedelta(days=3)).replace(second=0, microsecond=0)
     simulate(seed, root, agents=10, days=3, start=start)
-    config.write_text(DEMO_CONFIG.format(listen=listen))
+    reviewers = (directory / "reviewers").absolute()
+    reviewers.write_text(f"{DEMO_REVIEWER}:{secrets.token_urlsafe(12)}\n")
+    config.write_text(DEMO_CONFIG.format(listen=listen, reviewers=str(reviewers).replace("\\", "\\\\")
+                                         .replace('"', '\\"')))
     checks, _ = load_checks((root / ".sim" / "checks.jsonl").read_bytes(), "checks.jsonl")
     with Store.open(db) as store, store.transaction():
         store.add_checks(checks)
@@ -154,8 +169,14 @@ async def run_demo(args: argparse.Namespace) -> int:
     agents = [LiveAgent("ada"), LiveAgent("gus"), LiveAgent("zoe", slips_after=args.slip_after)]
     writers = asyncio.create_task(live_agents(root, agents, args.interval, stop))
     base = f"http://{args.listen}"
+    token = (directory / "reviewers").read_text().strip().partition(":")[2]
     print(f"honestyd demo on {root}\n  metrics:     {base}/metrics\n  agents:      {base}/\n"
           f"  audit page:  {base}/agents/zoe?window=24h   (zoe starts slipping after {args.slip_after:.0f}s)\n"
+          f"  reviews:     {base}/reviews   (the queue: zoe's review opens about a minute in; reviewer"
+          f" {DEMO_REVIEWER}, token {token})\n"
+          f"  reviews API: {base}/v1/reviews\n"
+          f"  close one:   curl -H 'Authorization: Bearer {token}' -d '{{\"note\": \"what you found\"}}'"
+          f" {base}/v1/reviews/ID/close\n"
           f"  methodology: {base}/methodology\nCtrl-C stops.", flush=True)
     try:
         if args.duration:
@@ -175,7 +196,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where the demo daemon serves (default 127.0.0.1:9478)")
     parser.add_argument("--seed", type=int, default=7, help="random seed of the generated state (default 7)")
     parser.add_argument("--interval", type=cliargs.seconds(), default=3.0, help="seconds between live events")
-    parser.add_argument("--slip-after", dest="slip_after", type=cliargs.seconds(zero=True), default=60.0,
+    parser.add_argument("--slip-after", dest="slip_after", type=cliargs.seconds(zero=True), default=20.0,
                         help="seconds before the slipping agent turns dishonest")
     parser.add_argument("--duration", type=cliargs.seconds(zero=True), default=0.0,
                         help="stop after this many seconds (0: run)")

@@ -89,6 +89,15 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "honesty_labels_unmatched": (
         "gauge", "Labels whose decision id matches no decision honestyd has stored (a typo, or another system's id).",
         ()),
+    "honesty_reviews_open": (
+        "gauge", "Reviews open, by agent (each agent with a review listed: 0 once all of its reviews are closed).",
+        ("agent",)),
+    "honesty_review_oldest_open_age_seconds": (
+        "gauge", "Seconds the oldest open review has been open (since it opened or last reopened); 0 when none is.",
+        ()),
+    "honesty_review_stale_after_seconds": (
+        "gauge", "[alerts] review_stale in seconds: HonestyReviewStale fires when the oldest open review is older.",
+        ()),
     "honesty_benchmark_tasks": ("gauge", "Tasks in the latest benchmark-honesty report of the model.", _B),
     # The report's own 95 % interval of its headline; what that headline is changed between the package's
     # versions (task mean in 0.1.0, balanced in 0.2.0), so read it beside honesty_benchmark_balanced/_task_mean.
@@ -265,6 +274,12 @@ def snapshot_samples(out: Sink, snapshot: Snapshot) -> None:
         out.add(_FIXED["honesty_agents_over_limit"], (reason,), count)
     if snapshot.labels_unmatched is not None:
         out.add(_FIXED["honesty_labels_unmatched"], (), snapshot.labels_unmatched)
+    if snapshot.reviews is not None:
+        for agent, count in sorted(snapshot.reviews.open.items()):
+            if agent in snapshot.exported:  # [limits]: no per-agent series beyond them, reviews' included
+                out.add(_FIXED["honesty_reviews_open"], (agent,), count)
+        out.add(_FIXED["honesty_review_oldest_open_age_seconds"], (), snapshot.reviews.oldest_open_age)
+        out.add(_FIXED["honesty_review_stale_after_seconds"], (), snapshot.reviews.stale_after)
     _benchmarks(out, snapshot.evals, snapshot.config.benchmark_models, snapshot.exported)
 
 

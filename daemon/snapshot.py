@@ -36,6 +36,18 @@ class Counters:
 
 
 @dataclass(frozen=True)
+class ReviewCounts:
+    """The review queue as /metrics shows it (daemon/reviews/queue.py): counted when the snapshot is published."""
+
+    #: Open reviews by agent, for every agent with a review listed (0 once its reviews are all closed).
+    open: Mapping[str, int] = field(default_factory=dict)
+    #: Seconds the oldest open review has been open (since it last opened); 0 when none is open.
+    oldest_open_age: float = 0.0
+    #: ``[alerts] review_stale`` in seconds.
+    stale_after: float = 0.0
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything the sinks show: the scores of every window at ``at`` and the counters."""
 
@@ -51,6 +63,8 @@ class Snapshot:
     exported: Exported = field(default_factory=Exported)
     #: Labels whose decision id no stored record carries (honesty_labels_unmatched); None outside the daemon.
     labels_unmatched: int | None = None
+    #: The review queue's counts (honesty_reviews_open and the rest); None outside the daemon.
+    reviews: ReviewCounts | None = None
 
 
 def build_snapshot(

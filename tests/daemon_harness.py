@@ -125,16 +125,18 @@ def write_config(path: Path, extra: str = "", *, rescan: str = "2s", rescore: st
 @contextmanager
 def daemon(tmp: Path, root: Path, *, config: Path | None = None, clock_file: Path | None = None,
            env: dict[str, str] | None = None, db: Path | None = None, user: str | None = None,
-           preexec_fn: Callable[[], object] | None = None) -> Iterator[Running]:
+           preexec_fn: Callable[[], object] | None = None, port: int | None = None) -> Iterator[Running]:
     """Start ``honestyd run`` on ``root``; wait until /readyz answers; SIGKILL it if the test fails.
+
+    ``port``: listen there (a restart that Prometheus and Alertmanager must find again); default: a free one.
 
     ``user``: run it as this user (its own group, no other): a test run as root drops privileges this way.
     ``preexec_fn`` runs in the child before the daemon starts (e.g. to lower its descriptor limit).
     """
     config = config or write_config(tmp / "config.toml")
     db = db or tmp / "honestyd.db"
-    port = free_port()
-    log = tmp / f"daemon-{port}.log"
+    port = port or free_port()
+    log = tmp / f"daemon-{port}-{time.monotonic_ns()}.log"
     # setpriv (util-linux), not Popen(user=...): the latter failed to exec an interpreter under root's home here.
     account = None if user is None else pwd.getpwnam(user)
     as_user = [] if account is None else [
@@ -156,6 +158,17 @@ def daemon(tmp: Path, root: Path, *, config: Path | None = None, clock_file: Pat
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+
+
+def end(proc: subprocess.Popen[Any]) -> None:
+    """Terminate a helper process (Prometheus, Alertmanager) whatever happened: killed if it does not go in 10 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
             proc.wait(10)
 
 

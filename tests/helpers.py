@@ -7,7 +7,14 @@ from typing import Any
 
 from collectors.citations import extract
 from collectors.records import CheckResult, Event, FileEntry, Label
+from collectors.reviews import ReviewEvent, parse_review_event
+from daemon.changelog import Entry
 from daemon.config import Config, GitHub
+from daemon.reviews.events import encode, openings
+from daemon.reviews.queue import Queue
+from daemon.reviews.rule import due, firing
+from daemon.reviews.views import changelog_entries
+from daemon.snapshot import Snapshot
 from scorers.context import Context, Records
 from scorers.outcome import Outcome
 from scorers.score import RULES, WindowResult, evaluate
@@ -69,3 +76,12 @@ def outcome(component: str, d: Event, recs: Records, at: datetime, window: timed
 def score(recs: Records, at: datetime, window: str = "24h", config: Config | None = None) -> WindowResult:
     """The window result."""
     return evaluate(recs, at, window, config or Config(github=GitHub(repo="acme/app")))
+
+
+def review_entries(snapshot: Snapshot) -> list[Entry]:
+    """The changelog entries of the reviews the opening rule opens at ``snapshot`` on an empty queue (a first start),
+    the events written as lines and read back as the daemon reads them."""
+    todo = due(firing(snapshot), Queue(), None)
+    lines = [encode(e)[0] for e in openings(todo, Queue(), snapshot.at, {}, at_start=True)]
+    events = [parse_review_event(raw[:-1], "reviews/honestyd.jsonl", n) for n, raw in enumerate(lines, 1)]
+    return list(changelog_entries(Queue.fold(e for e in events if isinstance(e, ReviewEvent))))

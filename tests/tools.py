@@ -15,6 +15,8 @@ import pytest
 PACKAGES = {
     "prometheus": "prometheus",
     "promtool": "prometheus",
+    "prometheus-alertmanager": "prometheus-alertmanager",
+    "amtool": "prometheus-alertmanager",
     "systemd-analyze": "systemd",
     "chromium": "chromium",
     "setpriv": "util-linux",

@@ -1,6 +1,7 @@
 """The running daemon as the HTTP API and pages see it (daemon/http/backend.py's ``Backend``), and the HTTP
 server it starts on the sockets bound at start-up: the latest snapshot, audits built from the model on request,
-stored histories, reviewers' tokens, and label writes."""
+stored histories, reviewers' and Alertmanager's tokens, and label writes (the review queue's own reads and writes
+are daemon/app/reviewing.py's)."""
 
 from __future__ import annotations
 
@@ -91,6 +92,22 @@ class HttpBackend(Scheduling):
             log.error("label not written: %s: %s", exc.filename, exc.strerror)
             raise
         self._on_path(LABELS_FILE)
+        await self.label_reviews(label["decision"], label["value"], label["reviewer"])
+
+    def alert_token(self) -> str | None:
+        """The bearer token Alertmanager posts with: ``[alerts] token_file``'s content, else the ``token_env``
+        environment variable; None when neither gives one (the webhook then refuses every request)."""
+        alerts = self._config.alerts
+        if alerts.token_file:
+            try:
+                token = Path(alerts.token_file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                log.warning("alerts token file %s: %s", alerts.token_file, exc.strerror)
+            else:
+                if token:
+                    return token
+        token = self.environ.get(alerts.token_env, "").strip() if alerts.token_env else ""
+        return token or None
 
     async def audit(self, agent: str, window: str) -> tuple[datetime, AgentResult] | None:
         """One agent's result with every audit row, built on request from the model (not kept per snapshot)."""

@@ -1,6 +1,7 @@
 """The running daemon's evaluations: asked for after every ingest pass (a flag, so requests made during one are one
 more), each bringing the model up to date and evaluating it (daemon/modelkeeper.py), then publishing the snapshot that
-/metrics, the API and the pages read, and writing its history rows and changelog entries."""
+/metrics, the API and the pages read (after the review queue has had its say: daemon/app/reviewing.py), and writing
+its history rows."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sqlite3
 from collections import Counter
 from datetime import UTC, datetime
 
-from daemon import changelog, lifecycle
+from daemon import lifecycle
 from daemon.app.chronicle import Chronicle
 from daemon.executors import run_in
 from daemon.snapshot import Counters, Snapshot
@@ -63,6 +64,7 @@ class Evaluations(Chronicle):
             feed = done.feed
             snap = Snapshot(at=done.at, config=config, windows=done.windows, counters=self._counters(),
                             evals=done.evals, model=feed.size, exported=done.exported, labels_unmatched=feed.unmatched)
+            snap = await self._after_evaluation(snap)
             self._snapshot = snap
             if self.unready is not None and not self._recovering and self.exit_status == 0:
                 log.warning("store %s rebuilt from the state root and evaluated: ready again", config.db_path)
@@ -75,7 +77,10 @@ class Evaluations(Chronicle):
                     except sqlite3.OperationalError as exc:
                         # Today's counts are rewritten by a later evaluation; a full store must not stop scoring.
                         self._store_refused(exc, "history")
-            await run_in(self.executors.model, self._write_changelog, changelog.drop_entries(snap))
+
+    async def _after_evaluation(self, snap: Snapshot) -> Snapshot:
+        """What follows an evaluation before its snapshot is published (the review queue: daemon/app/reviewing.py)."""
+        return snap
 
     async def _save_model(self) -> None:
         """Write the model cache (daemon/modelcache.py), once every job that could change the model is done."""

@@ -19,7 +19,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from daemon.app.watching import Watching
+from daemon.app.reviewing import Reviewing
 
 log = logging.getLogger("honestyd")
 
@@ -27,7 +27,7 @@ log = logging.getLogger("honestyd")
 _STORE_JOBS = ("_verify_sample", "_checkpoint")
 
 
-class Scheduling(Watching):
+class Scheduling(Reviewing):
     """The scheduler and the jobs of their own (the others are methods of the parts they belong to)."""
 
     def _start_scheduler(self) -> None:

@@ -20,6 +20,7 @@ from daemon import lifecycle, logsetup
 from daemon.app.backend import HttpBackend
 from daemon.app.chronicle import Chronicle
 from daemon.app.evaluations import Evaluations
+from daemon.app.reviewing import Reviewing
 from daemon.app.scheduling import Scheduling
 from daemon.app.storekeeping import StoreKeeping
 from daemon.app.watching import Watching
@@ -35,12 +36,12 @@ log = logging.getLogger("honestyd")
 SWITCH_INTERVAL = 0.0002
 
 
-class Daemon(HttpBackend, Scheduling, Watching, Evaluations, Chronicle, StoreKeeping):
+class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicle, StoreKeeping):
     """The running service. Drive it with :meth:`serve`; stop it with :meth:`handle_exit`.
 
     Made of one part per idea (each a module of daemon/app/, each building on those after it in this list): the
-    HTTP backend, the scheduled jobs, watching and ingest passes, evaluations, the history and changelog, the
-    store; the state they share is :class:`daemon.app.state.DaemonState` (its constructor is this one's).
+    HTTP backend, the scheduled jobs, the review queue, watching and ingest passes, evaluations, the history and
+    changelog, the store; the state they share is :class:`daemon.app.state.DaemonState` (its constructor is this one's).
     """
 
     def handle_exit(self, sig: int | None = None) -> None:

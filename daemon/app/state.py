@@ -16,6 +16,7 @@ from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from collectors.poll import LogPoller
+from collectors.reviews import ReviewEvent
 from daemon import changelog, lifecycle
 from daemon.app.options import Overrides
 from daemon.config import Config
@@ -26,6 +27,7 @@ from daemon.ingest import Clock, Ingester, system_clock
 from daemon.limits import HeldBackLog
 from daemon.modelkeeper import ModelKeeper
 from daemon.notify import Notifier
+from daemon.reviews.queue import Queue
 from daemon.snapshot import Snapshot
 from daemon.store import Store
 
@@ -85,6 +87,16 @@ class DaemonState:
         self.held_back = HeldBackLog()  # names each agent [limits] hold back from /metrics once
         #: The changelog appender (it remembers the keys the file holds): made at the first write.
         self._changelog: changelog.Appender | None = None
+        #: The review queue (daemon/app/reviewing.py): the events stored (up to the rowid mark, read on the reader
+        #: last synced), those written and not read back yet, what fired at the previous evaluation (None: none yet).
+        self.queue = Queue()
+        self._review_events: list[ReviewEvent] = []
+        self._review_pending: dict[str, ReviewEvent] = {}
+        self._pending_seq = 0
+        self._review_mark = 0
+        self._review_reader: Store | None = None
+        self._firing: frozenset[tuple[str, str]] | None = None
+        self._review_lock: asyncio.Lock | None = None
         self._job_tasks: set[asyncio.Task[Any]] = set()
         self.store: Store | None = None
         #: A read-only connection of the evaluations' own: a feed sync reads committed rows without waiting for the

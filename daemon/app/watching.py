@@ -30,7 +30,7 @@ from watchdog.observers import Observer
 
 from daemon.app.evaluations import Evaluations
 from daemon.executors import run_in
-from daemon.ingest import Ingester, IngestStats
+from daemon.ingest import LOGS, Ingester, IngestStats
 
 log = logging.getLogger("honestyd")
 #: The file events the watcher asks inotify for (watchdog builds the mask from this list, so the kernel does
@@ -161,7 +161,7 @@ class Watching(Evaluations):
         else:
             self.pending.add(rel)
             if rel not in self.poller and self.ingester is not None and \
-                    self.ingester.source_of(rel) in ("heartbeats", "labels"):
+                    self.ingester.source_of(rel) in LOGS:
                 self.poller.track(rel)
         self._schedule_flush(0.0 if settled else self._config.daemon.debounce)
 

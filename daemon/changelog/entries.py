@@ -1,11 +1,12 @@
 """The changelog's entries (spec section 5), rendered purely from configurations and snapshots.
 
-Three kinds, each an :class:`Entry` with a de-duplication key:
+Each an :class:`Entry` with a de-duplication key:
 
 * a **methodology** record when the configuration's methodology fingerprint differs from the one last
   recorded (see :mod:`daemon.changelog.methodology`);
-* a **score drop** per (agent, kind, date): the dashboard score below ``alert_below``, or more than
-  ``drop_alert`` below the agent's own 7 d score;
+* a **score drop** when an agent's review opens or reopens (the dashboard score below ``alert_below``, or more than
+  ``drop_alert`` below the agent's own 7 d score), naming and linking the review, and the review's close: those are
+  daemon/reviews/views.py's, rendered from the review queue;
 * one **daily digest** per date: every agent's score in every configured window.
 
 Nothing here reads the clock: the time is always a parameter. The file they go to is :mod:`daemon.changelog.writer`.
@@ -17,14 +18,11 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 from daemon import limits
-from daemon.changelog.markdown import key_part, md_text, percent, plural, points, utc, utc_stamp
+from daemon.changelog.markdown import md_text, percent, plural, utc, utc_stamp
 from daemon.changelog.methodology import diff_lines, fingerprint_line, full_lines, methodology_fingerprint
 from daemon.config import Config
 from daemon.http.urls import agent_href
 from daemon.snapshot import Snapshot
-from scorers.score import AgentResult, WindowResult
-
-_FLOAT_SLACK = 1e-9  # the same tolerance as the displayed percent (spec 4), so 0.7 is not "below 0.7"
 
 
 @dataclass(frozen=True)
@@ -75,60 +73,6 @@ def methodology_entries(
         ]
     )
     return [Entry(utc(now).date(), key, markdown)]
-
-
-def _window_names(snapshot: Snapshot) -> tuple[str | None, str | None]:
-    """(dashboard window, comparison window): "24h" else the first; "7d" else the next configured one."""
-    names = [name for name, _ in snapshot.config.scoring.windows if name in snapshot.windows]
-    if not names:
-        return None, None
-    dash = "24h" if "24h" in names else names[0]
-    rest = [n for n in names if n != dash]
-    week = "7d" if "7d" in rest else (rest[0] if rest else None)
-    return dash, week
-
-
-def _agent(result: WindowResult | None, agent: str) -> AgentResult | None:
-    return result.agents.get(agent) if result is not None else None
-
-
-def drop_entries(snapshot: Snapshot) -> list[Entry]:
-    """Score-drop entries at ``snapshot.at``: per agent, kind ``below`` and/or ``drop``, once per (agent, kind, date).
-
-    ``below``: the dashboard (24 h) score is under ``alert_below``. ``drop``: it is more than ``drop_alert``
-    under the agent's 7 d score. An INSUFFICIENT 24 h result never alerts; nor does ``drop`` against an
-    INSUFFICIENT 7 d one.
-    """
-    dash, week = _window_names(snapshot)
-    if dash is None:
-        return []
-    s = snapshot.config.scoring
-    floor = s.min_decisions
-    day = utc(snapshot.at).date()
-    stamp = utc_stamp(snapshot.at)
-    entries = []
-    current = snapshot.windows[dash]
-    for agent, now in snapshot.exported.items(current.agents):  # [limits]: as many as /metrics shows
-        if now.insufficient or now.score is None:
-            continue
-        ref = _agent(snapshot.windows.get(week) if week else None, agent)
-        ref_score = ref.score if ref is not None and not ref.insufficient else None
-        reasons = []
-        if now.score < s.alert_below - _FLOAT_SLACK:
-            reasons.append(("below", f"is below the {points(s.alert_below)} % alert threshold"))
-        if week is not None and ref_score is not None and ref_score - now.score > s.drop_alert + _FLOAT_SLACK:
-            reasons.append(("drop", f"is more than {points(s.drop_alert)} points below its {md_text(week)} score"))
-        for kind, why in reasons:
-            key = f"drop:{day.isoformat()}:{kind}:{key_part(agent)}"
-            path = audit_path(agent, dash)
-            compare = f"{md_text(week)} {percent(ref, floor)}" if week else "no comparison window"
-            markdown = (
-                f"<!-- honestyd:{key} -->\n"
-                f"**Score drop** · {md_text(agent)} · {stamp} · {md_text(dash)} {percent(now, floor)} {why} "
-                f"({compare}; weights {md_text(now.weights_version)}) · audit [`{path}`]({path})"
-            )
-            entries.append(Entry(day, key, markdown))
-    return entries
 
 
 def digest_entry(snapshot: Snapshot) -> Entry:

@@ -1,13 +1,12 @@
 """The JSON API (``/v1/…``, ``/openapi.json``) and the operational endpoints (``/metrics``, ``/healthz``, ``/readyz``).
 
-Reads come from the latest in-memory snapshot only. The one write, ``POST /v1/labels``, appends to
-``labels/api.jsonl`` under the state root (through the backend), so that files stay the source of truth.
+Reads come from the latest in-memory snapshot only. ``POST /v1/labels`` appends to ``labels/api.jsonl`` under the
+state root (through the backend), so that files stay the source of truth; the review queue's routes are
+daemon/http/reviews.py's.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hmac
 import json
 from datetime import datetime
 from typing import Any
@@ -21,12 +20,14 @@ from daemon.http.backend import BACKEND, Backend
 from daemon.http.handling import (
     agent_of,
     audited,
+    bearer_owner,
     current_snapshot,
     dumps,
     error,
     json_body,
     json_bytes,
     json_response,
+    limited_body,
     off_loop,
     window_of,
 )
@@ -35,9 +36,6 @@ from daemon.snapshot import Snapshot
 from scorers.audit import audit_rows, audit_summary
 from scorers.history import history_points
 from scorers.score import AgentResult, WindowResult, to_json
-
-#: A request body (POST /v1/labels) must arrive within this many seconds (408 otherwise).
-BODY_TIMEOUT = 10.0
 
 
 class MetricsCache:
@@ -161,30 +159,7 @@ def _is_text(value: str) -> bool:
 
 
 def _reviewer(request: web.Request) -> str | web.Response:
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token:
-        return error(401, "a reviewer bearer token is required")
-    found = None
-    # Compare against every token in constant time, so timing does not reveal a prefix.
-    for known, reviewer in request.app[BACKEND].reviewers().items():
-        if hmac.compare_digest(known.encode(), token.encode()):
-            found = reviewer
-    return found if found is not None else error(403, "token not authorised")
-
-
-async def _read_body(request: web.Request, most: int) -> bytes:
-    """The body up to ``most`` bytes. ``content.read(n)`` returns whatever has arrived, so a body that comes
-    in several TCP segments needs a loop (one read would see a truncated body and answer 400)."""
-    chunks: list[bytes] = []
-    size = 0
-    while size < most:
-        chunk = await request.content.read(most - size)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
+    return bearer_owner(request, request.app[BACKEND].reviewers(), "a reviewer")
 
 
 async def _unknown_decision(backend: Backend, decision: str) -> web.Response | None:
@@ -232,18 +207,9 @@ async def post_label(request: web.Request) -> web.Response:
     reviewer = _reviewer(request)
     if isinstance(reviewer, web.Response):
         return reviewer
-    limit = backend.config.api.max_body
-    if request.content_length is not None and request.content_length > limit:
-        return error(413, f"body larger than {limit} bytes")
-    try:
-        async with asyncio.timeout(BODY_TIMEOUT):  # a slow sender must not hold a handler forever
-            raw = await _read_body(request, limit + 1)
-    except TimeoutError:
-        timed_out = error(408, f"body not received within {BODY_TIMEOUT:g} s")
-        timed_out.force_close()  # the rest of the body may still come: do not read it as the next request
-        return timed_out
-    if len(raw) > limit:
-        return error(413, f"body larger than {limit} bytes")
+    raw = await limited_body(request, backend.config.api.max_body)
+    if isinstance(raw, web.Response):
+        return raw
     parsed = _label_body(raw, reviewer, backend.now())
     if isinstance(parsed, web.Response):
         return parsed

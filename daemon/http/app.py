@@ -6,7 +6,7 @@ from concurrent.futures import Executor
 
 from aiohttp import web
 
-from daemon.http import api, views
+from daemon.http import api, reviews, views
 from daemon.http.backend import BACKEND, Backend
 from daemon.http.handling import EXECUTOR, SLOTS, Handler, Slots, capped
 from daemon.http.urls import AGENT
@@ -31,6 +31,10 @@ def make_app(backend: Backend, *, executor: Executor | None = None) -> web.Appli
         ("GET", f"/v1/agents/{AGENT}/history", capped(api.agent_history)),
         ("GET", f"/agents/{AGENT}", capped(views.agent_page)),
         ("POST", "/v1/labels", api.post_label),
+        ("GET", "/v1/reviews", reviews.list_reviews),
+        ("GET", "/v1/reviews/{review}", reviews.get_review),
+        ("POST", "/v1/reviews/{review}/close", reviews.close_review),
+        ("POST", "/v1/alerts/alertmanager", reviews.alertmanager),
         ("GET", "/openapi.json", api.openapi_document),
     ]
     for method, path, handler in routes:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hmac
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -148,3 +149,51 @@ async def audited(request: web.Request) -> tuple[AgentResult, WindowResult, Snap
     at, audited_result = found
     # The rows are built now, from the model as of its last evaluation: label them with that time.
     return audited_result, replace(result, at=at, agents={**result.agents, agent: audited_result}), snap
+
+
+#: A request body (POST /v1/labels, the review and alert POSTs) must arrive within this many seconds (408 otherwise).
+BODY_TIMEOUT = 10.0
+
+
+def bearer_owner(request: web.Request, tokens: Mapping[str, str], what: str) -> str | web.Response:
+    """Whose the request's bearer token is among ``tokens`` ({token: owner}): 401 without one, 403 for another.
+
+    Compared against every token in constant time, so timing does not reveal a prefix."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        return error(401, f"{what} bearer token is required")
+    found = None
+    for known, owner in tokens.items():
+        if hmac.compare_digest(known.encode(), token.encode()):
+            found = owner
+    return found if found is not None else error(403, "token not authorised")
+
+
+async def _read_upto(request: web.Request, most: int) -> bytes:
+    """The body up to ``most`` bytes. ``content.read(n)`` returns whatever has arrived, so a body that comes
+    in several TCP segments needs a loop (one read would see a truncated body and answer 400)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < most:
+        chunk = await request.content.read(most - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+async def limited_body(request: web.Request, limit: int) -> bytes | web.Response:
+    """The whole body, at most ``limit`` bytes (413 beyond), arrived within :data:`BODY_TIMEOUT` (408 otherwise)."""
+    if request.content_length is not None and request.content_length > limit:
+        return error(413, f"body larger than {limit} bytes")
+    try:
+        async with asyncio.timeout(BODY_TIMEOUT):  # a slow sender must not hold a handler forever
+            raw = await _read_upto(request, limit + 1)
+    except TimeoutError:
+        timed_out = error(408, f"body not received within {BODY_TIMEOUT:g} s")
+        timed_out.force_close()  # the rest of the body may still come: do not read it as the next request
+        return timed_out
+    if len(raw) > limit:
+        return error(413, f"body larger than {limit} bytes")
+    return raw

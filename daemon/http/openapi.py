@@ -12,6 +12,7 @@ from typing import Any
 
 from daemon import __version__
 from daemon.config import COMPONENTS, Config
+from daemon.http import openapi_reviews
 
 JSON = "application/json"
 TEXT = "text/plain"
@@ -195,15 +196,19 @@ def document(config: Config) -> dict[str, Any]:
                                  " inside the state root, or the write failed; `path` names the file", _ref("Error")),
             },
         }},
+        **openapi_reviews.paths(config),
     }
     return {
         "openapi": "3.0.3",
         "info": {"title": "honestyd", "version": __version__,
-                 "description": "Honesty scores of AI agents: metrics, scores, audits, history and reviewer labels."},
+                 "description": "Honesty scores of AI agents: metrics, scores, audits, history, reviewer labels and"
+                                " the review queue."},
         "paths": paths,
         "components": {
-            "schemas": _schemas(config),
+            "schemas": {**_schemas(config), **openapi_reviews.schemas()},
             "securitySchemes": {"reviewer": {"type": "http", "scheme": "bearer",
-                                             "description": "A reviewer token from [api] reviewers_env/_file."}},
+                                             "description": "A reviewer token from [api] reviewers_env/_file."},
+                                "alerts": {"type": "http", "scheme": "bearer",
+                                           "description": "The token of [alerts] token_env/_file."}},
         },
     }

@@ -1,4 +1,4 @@
-"""JSON Lines sources (heartbeats, labels): tailed from their saved cursor, following rotation and truncation.
+"""JSON Lines sources (heartbeats, labels, reviews): tailed from their saved cursor, following rotation and truncation.
 
 Each batch of lines is stored with the cursor moved past it, in one transaction: a crash keeps all of a batch or none
 of it, and a replay after one adds nothing twice. A log renamed away (rotation) is drained where it now lives before
@@ -117,10 +117,12 @@ class LogTailing(IngestState):
                 self._count(stats, source, self.store.add_event_rows(parsed.rows, parsed.citations))
             if parsed.labels:
                 self._count(stats, source, self.store.add_labels(parsed.labels))
+            if parsed.reviews:
+                self._count(stats, source, self.store.add_review_events(parsed.reviews))
             for reject in parsed.rejects:
                 self._reject(reject, source, cursor.generation, stats)
             self._put_cursor(moved)
         if self._group_lines is not None:
-            self._group_lines += len(parsed.rows) + len(parsed.labels) + len(parsed.rejects)
+            self._group_lines += len(parsed.rows) + len(parsed.labels) + len(parsed.rejects) + len(parsed.reviews)
             self._group_check()  # a long file does not hold one transaction open from start to end
         return moved

@@ -1,4 +1,4 @@
-"""Lines of a heartbeat log or a labels file as records (pure): what one batch of a tailed log holds."""
+"""Lines of a heartbeat log, a labels file or a review file as records (pure): what one batch of a tailed log holds."""
 
 from __future__ import annotations
 
@@ -6,26 +6,31 @@ from typing import NamedTuple
 
 from collectors.jsonl import parse_event, parse_label, strip_ending
 from collectors.records import Event, Label, Reject
+from collectors.reviews import ReviewEvent, parse_review_event
 from daemon.store import CitationRow, EventRow, event_rows
 
 
 class Parsed(NamedTuple):
-    """What a batch of lines holds: event rows for the store (see :func:`daemon.store.event_rows`), labels, rejects."""
+    """What a batch of lines holds: event rows for the store (see :func:`daemon.store.event_rows`), labels, rejects,
+    review events."""
 
     rows: list[EventRow]
     citations: list[CitationRow]
     labels: list[Label]
     rejects: list[Reject]
+    reviews: tuple[ReviewEvent, ...] = ()
 
 
 def parse_line(data: bytes | None, snippet: bytes, path: str, line: int, generation: int, source: str,
-               repo: str) -> Event | Label | Reject:
-    """One line of a heartbeat log or a labels file as a record, or the reason it is refused."""
+               repo: str) -> Event | Label | ReviewEvent | Reject:
+    """One line of a heartbeat log, a labels file or a review file as a record, or the reason it is refused."""
     if data is None:
         return Reject(path, line, "oversized", snippet.decode("utf-8", "replace")[:200])
     data = strip_ending(data)
     if source == "labels":
         return parse_label(data, path, line, generation)
+    if source == "reviews":
+        return parse_review_event(data, path, line, generation)
     return parse_event(data, path, line, repo, generation)
 
 
@@ -35,13 +40,16 @@ def parse_batch(lines: list[tuple[bytes | None, bytes]], path: str, first: int, 
     events: list[Event] = []
     labels: list[Label] = []
     rejects: list[Reject] = []
+    reviews: list[ReviewEvent] = []
     for n, (data, snippet) in enumerate(lines, first):
         parsed = parse_line(data, snippet, path, n, generation, source, repo)
         if isinstance(parsed, Event):
             events.append(parsed)
         elif isinstance(parsed, Label):
             labels.append(parsed)
+        elif isinstance(parsed, ReviewEvent):
+            reviews.append(parsed)
         else:
             rejects.append(parsed)
     rows, citations = event_rows(events)
-    return Parsed(rows, citations, labels, rejects)
+    return Parsed(rows, citations, labels, rejects, tuple(reviews))

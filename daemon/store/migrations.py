@@ -188,6 +188,17 @@ def _m010_logs_keep_no_modifications(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM file_changes WHERE path IN (SELECT path FROM cursors)")
 
 
+def _m012_review_events(conn: sqlite3.Connection) -> None:
+    # The review queue's events (reviews/*.jsonl, collectors/reviews.py), keyed like every log's rows so a replay adds
+    # nothing; the daemon folds them into its queue in rowid order of arrival (rowids only grow: rows are never
+    # removed). ``body`` is the line's JSON object, which the fold reads whole.
+    conn.execute(
+        "CREATE TABLE review_events (rowid INTEGER PRIMARY KEY, path TEXT NOT NULL, generation INTEGER NOT NULL,"
+        " line INTEGER NOT NULL, id TEXT NOT NULL, ts_us INTEGER NOT NULL, review TEXT NOT NULL, event TEXT NOT NULL,"
+        " body TEXT NOT NULL, UNIQUE (path, generation, line))"
+    )
+
+
 #: Named migrations, applied in order and recorded in the ``migrations`` table.
 MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("001_initial", _m001_initial),
@@ -200,4 +211,5 @@ MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("008_store_id", _m008_store_id),
     ("009_symlinks", _m009_symlinks),
     ("010_logs_keep_no_modifications", _m010_logs_keep_no_modifications),
+    ("012_review_events", _m012_review_events),
 )

@@ -22,11 +22,14 @@ AT = datetime(2026, 5, 4, tzinfo=UTC)
 
 def test_a_path_goes_to_the_first_source_whose_glob_matches() -> None:
     globs = Globs(heartbeats="logs/*.jsonl", labels="logs/*.jsonl", briefs="notes/*.md", findings="notes/*.md")
-    assert SOURCES[:2] == LOGS
+    assert SOURCES[0] == "reviews" and SOURCES[1:3] == LOGS[:2]
     assert [source_of(globs, p) for p in ("logs/a.jsonl", "notes/b.md", "evals/c.json", "other/d.txt")] == [
         "heartbeats", "briefs", "evals", None]
     assert [source_of(Globs(), p) for p in ("labels/r.jsonl", "findings/f.md", "heartbeats/x.json")] == [
         "labels", "findings", None]
+    # honestyd's own review files first: a heartbeats glob that covers them does not read them as heartbeats.
+    wide = Globs(heartbeats="*/*.jsonl")
+    assert [source_of(wide, p) for p in ("reviews/honestyd.jsonl", "other/x.jsonl")] == ["reviews", "heartbeats"]
 
 
 def test_batch_mode_and_the_daemon_read_a_file_two_globs_match_as_the_same_source(tmp_path: Path) -> None:

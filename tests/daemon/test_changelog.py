@@ -20,7 +20,6 @@ from daemon.changelog import (
     append_entries,
     changelog_text,
     digest_entry,
-    drop_entries,
     last_methodology_fingerprint,
     md_code,
     md_text,
@@ -30,7 +29,7 @@ from daemon.changelog import (
 from daemon.config import Config, GitHub, Phrases
 from daemon.snapshot import Snapshot
 from scorers.score import evaluate
-from tests.helpers import T0, ev, records, t
+from tests.helpers import T0, ev, records, review_entries, t
 
 CFG = Config(github=GitHub(repo="acme/app"))
 Q4 = (0.30, 0.30, 0.20, 0.10, 0.05, 0.05)
@@ -153,63 +152,42 @@ def test_order_of_kinds_is_not_a_change_and_a_different_unknown_predecessor_is_r
     assert headings(path.read_text(encoding="utf-8")) == ["2026-06-01", "2026-06-02"]
 
 
-# --- score drops
+# --- score drops: the review queue's openings (daemon/reviews/views.py)
 
 
-def test_drop_below_threshold_and_below_own_7d(tmp_path: Path) -> None:
-    # carol: 24h 3/5 = 60 %, 7d (with 15 cited older ones) 18/20 = 90 % → below 70 % and 30 points under 7d.
+def test_a_review_opening_is_a_drop_entry_that_names_and_links_the_review(tmp_path: Path) -> None:
+    # carol: 24h 3/5 = 60 %, 7d 18/20 = 90 %, already so at start: one "below" entry, never a "Score drop".
     carol = decisions("carol", 3, 2, T0) + decisions("carol", 15, 0, t(days=-3), "old")
-    # dave: 24h 4/5 = 80 %, 7d 24/25 = 96 % → only the drop (16 points > 15).
+    # dave: 24h 4/5 = 80 %, 7d 24/25 = 96 %: only the drop.
     dave = decisions("dave", 4, 1, T0) + decisions("dave", 20, 0, t(days=-3), "old")
-    # erin: 24h 7/10 = 70 % exactly, 7d 27/30 = 90 % → not below 70 %, but 20 points under 7d.
-    erin = decisions("erin", 7, 3, T0) + decisions("erin", 20, 0, t(days=-3), "old")
-    # frank: 24h 4/5 = 80 %, 7d 19/20 = 95 % → 15 points is not *more than* 15: nothing.
-    frank = decisions("frank", 4, 1, T0) + decisions("frank", 15, 0, t(days=-3), "old")
-    # ivy: 24h 7/10, 7d 17/20: 0.85 - 0.70 is 0.15000000000000002 in floats, still not more than 15 points.
-    ivy = decisions("ivy", 7, 3, T0) + decisions("ivy", 10, 0, t(days=-3), "old")
     ok = decisions("ada", 6, 0, T0)
-    entries = drop_entries(snap(carol + dave + erin + frank + ivy + ok))
-    assert [e.key for e in entries] == [
-        "drop:2026-06-01:below:carol",
-        "drop:2026-06-01:drop:carol",
-        "drop:2026-06-01:drop:dave",
-        "drop:2026-06-01:drop:erin",
-    ]
-    below = entries[0].markdown
-    assert "**Score drop** · carol · 2026-06-01T12:00:00Z · 24h 60 % is below the 70 % alert threshold" in below
-    assert "(7d 90 %; weights v2026.Q3)" in below
-    assert "[`/agents/carol?window=24h`](/agents/carol?window=24h)" in below
-    assert "24h 80 % is more than 15 points below its 7d score (7d 96 %" in entries[2].markdown
+    below, drop = review_entries(snap(carol + dave + ok))
+    assert re.fullmatch(r"review:r-20260601-[0-9a-f]{8}:opened:[0-9a-f]{16}", below.key)
+    review = below.key.split(":")[1]
+    assert below.markdown.split("\n")[1] == (
+        f"**Below threshold** · carol · 2026-06-01T12:00:00Z · 24h 60 % below the 70 % threshold since 2026-06-01 at"
+        f" the latest (already below when honestyd started) (7d 90 %; weights v2026.Q3) · review [`{review}`]"
+        f"(/reviews/{review}) · audit [`/agents/carol?window=24h`](/agents/carol?window=24h)")
+    assert "**Score drop** · dave · 2026-06-01T12:00:00Z · 24h 80 % dropped from 96 % to 80 % in 24h (7d 96 %" in \
+        drop.markdown
+    path = log(tmp_path)
+    assert append_entries(path, [below, drop]) == [below, drop]
+    assert append_entries(path, [below, drop]) == []  # written once, whatever offers it again
 
 
-def test_insufficient_agents_never_alert() -> None:
+def test_insufficient_agents_open_no_review_and_write_no_entry() -> None:
     # 4 uncited decisions today (INSUFFICIENT), a perfect week before: no drop despite "0 %" data.
     few = decisions("gus", 0, 4, T0) + decisions("gus", 10, 0, t(days=-3), "old")
     s = snap(few)
     assert s.windows["24h"].agents["gus"].insufficient and not s.windows["7d"].agents["gus"].insufficient
-    assert drop_entries(s) == []
+    assert review_entries(s) == []
     # The floor is configurable: the same 8 decisions alert under floor 8 and are INSUFFICIENT under floor 9.
     low = decisions("hal", 1, 7, T0)
     floor8 = replace(CFG, scoring=replace(CFG.scoring, min_decisions=8))
-    [alert] = drop_entries(snap(low, config=floor8))
-    assert alert.key == "drop:2026-06-01:below:hal" and "24h 13 % is below" in alert.markdown
+    [alert] = review_entries(snap(low, config=floor8))
+    assert "· hal · 2026-06-01T12:00:00Z · 24h 13 % below" in alert.markdown
     floor9 = replace(CFG, scoring=replace(CFG.scoring, min_decisions=9))
-    assert drop_entries(snap(low, config=floor9)) == []
-
-
-def test_same_drop_once_a_day_and_again_the_next_day(tmp_path: Path) -> None:
-    path = log(tmp_path)
-    carol = decisions("carol", 1, 4, T0)
-    first = append_entries(path, drop_entries(snap(carol)))
-    assert [e.key for e in first] == ["drop:2026-06-01:below:carol"]
-    later = decisions("carol", 1, 4, t(hours=3), "b") + carol
-    assert append_entries(path, drop_entries(snap(later, t(hours=3)))) == []  # same drop, same day
-    next_day = decisions("carol", 1, 4, t(days=1), "c") + later
-    again = append_entries(path, drop_entries(snap(next_day, t(days=1))))
-    assert [e.key for e in again] == ["drop:2026-06-02:below:carol"]
-    text = path.read_text(encoding="utf-8")
-    assert keys(text) == ["drop:2026-06-01:below:carol", "drop:2026-06-02:below:carol"]
-    assert headings(text) == ["2026-06-01", "2026-06-02"]
+    assert review_entries(snap(low, config=floor9)) == []
 
 
 def test_an_appender_reads_the_file_again_only_when_it_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -221,7 +199,7 @@ def test_an_appender_reads_the_file_again_only_when_it_changed(tmp_path: Path, m
     real_read = changelog.writer._read
     monkeypatch.setattr(changelog.writer, "_read", lambda p, *root: reads.append(p) or real_read(p, *root))
     appender = Appender(path)
-    drops = drop_entries(snap(decisions("carol", 1, 4, T0)))
+    drops = review_entries(snap(decisions("carol", 1, 4, T0)))
     assert appender.append(drops) == drops
     written = path.read_bytes()
     reads.clear()
@@ -267,7 +245,7 @@ def test_digest_once_per_date_after_restarts(tmp_path: Path) -> None:
     for hours in (0, 1, 5):  # the first run and two restarts the same day
         at = t(hours=hours)
         start(path, CFG, at)
-        append_entries(path, [*drop_entries(snap(events, at)), digest_entry(snap(events, at))])
+        append_entries(path, [digest_entry(snap(events, at))])
     text = path.read_text(encoding="utf-8")
     assert keys(text).count("digest:2026-06-01") == 1
     assert len(keys(text)) == len(set(keys(text)))
@@ -297,8 +275,9 @@ def test_one_heading_per_day_and_append_only(tmp_path: Path) -> None:
     start(path, CFG, T0)
     snapshots = [snap(events, T0), snap(events, t(hours=6)), snap(events, t(days=1)), snap(events, t(days=1, hours=1))]
     previous = path.read_bytes()
+    append_entries(path, review_entries(snapshots[0]))
     for s in snapshots:
-        append_entries(path, [*drop_entries(s), digest_entry(s)])
+        append_entries(path, [digest_entry(s)])
         now = path.read_bytes()
         assert now.startswith(previous)
         previous = now
@@ -306,9 +285,9 @@ def test_one_heading_per_day_and_append_only(tmp_path: Path) -> None:
     assert headings(text) == ["2026-06-01", "2026-06-02"]
     assert keys(text) == [
         keys(text)[0],  # the methodology record
-        "drop:2026-06-01:below:carol", "digest:2026-06-01",
-        "drop:2026-06-02:below:carol", "digest:2026-06-02",
+        keys(text)[1], "digest:2026-06-01", "digest:2026-06-02",
     ]
+    assert keys(text)[1].startswith("review:r-20260601-")
 
 
 def test_a_batch_across_days_and_a_late_entry_never_repeat_a_heading(tmp_path: Path) -> None:
@@ -331,12 +310,13 @@ def test_hostile_agent_names_cannot_forge_headings_keys_or_cells(tmp_path: Path)
     path = log(tmp_path)
     events = [e for i, name in enumerate(HOSTILE) for e in decisions(name, 0, 5, T0, f"h{i}")]
     s = snap(events)
-    written = append_entries(path, [*drop_entries(s), digest_entry(s)])
-    assert len(written) == len(HOSTILE) + 1
+    written = append_entries(path, [*review_entries(s), digest_entry(s)])
+    assert len(written) == len(HOSTILE)  # a review each, but the one whose name UTF-8 cannot hold; the digest
     text = path.read_text(encoding="utf-8")
     assert headings(text) == ["2026-06-01"]
-    assert all(re.fullmatch(r"(drop:2026-06-01:below:\S+|digest:2026-06-01)", k) for k in keys(text))
-    assert len(keys(text)) == len(HOSTILE) + 1
+    assert all(re.fullmatch(r"(review:r-20260601-[0-9a-f]{8}:opened:[0-9a-f]{16}|digest:2026-06-01)", k)
+               for k in keys(text))
+    assert len(keys(text)) == len(HOSTILE)
     assert "<!-- honestyd:digest:2026-01-01" not in text
     assert re.findall(r"^ {0,3}#.*$", text, re.MULTILINE) == [TITLE, "## 2026-06-01"]
     for line in text.splitlines():
@@ -346,7 +326,7 @@ def test_hostile_agent_names_cannot_forge_headings_keys_or_cells(tmp_path: Path)
     for row in rows:  # unescaped pipes delimit cells: agent, 3 windows, weights
         assert len(re.findall(r"(?<!\\)\|", row)) == 6
     # A restart writes nothing twice, and a later day's digest cannot be blocked by a forged key.
-    assert append_entries(path, [*drop_entries(s), digest_entry(s)]) == []
+    assert append_entries(path, [*review_entries(s), digest_entry(s)]) == []
     [pre_empted] = append_entries(path, [digest_entry(snap(events, t(days=1)))])
     assert pre_empted.key == "digest:2026-06-02"
 

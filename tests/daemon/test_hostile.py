@@ -46,7 +46,7 @@ from collectors.jsonl import MAX_LINE_BYTES
 from collectors.links import LinkMap
 from collectors.records import Event, FileEntry
 from collectors.statedir import walk, walk_tree
-from daemon.changelog import INTRO, append_entries, digest_entry, drop_entries
+from daemon.changelog import INTRO, append_entries, digest_entry
 from daemon.config import Config
 from daemon.http.pages import audit_page, index_page, methodology_page
 from daemon.ingest import Ingester
@@ -57,6 +57,7 @@ from daemon.store import Store
 from daemon.verify.paths import check_path
 from scorers.context import Records
 from scorers.score import evaluate
+from tests.helpers import review_entries
 from tests.tools import require
 
 AT = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -283,7 +284,7 @@ def test_changelog_has_one_heading_per_day_and_no_forged_key(snap: Snapshot, tmp
     later = Snapshot(at=AT + timedelta(days=1), config=snap.config, windows=snap.windows)
     written: list[str] = []
     for s in (snap, later):
-        entries = [*drop_entries(s), digest_entry(s)]
+        entries = [*review_entries(s), digest_entry(s)]
         assert len(entries) > 2  # the hostile agents cite nothing that resolves: their scores drop
         written += [e.key for e in append_entries(path, entries)]
         assert append_entries(path, entries) == []  # idempotent

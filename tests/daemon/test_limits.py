@@ -14,14 +14,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from collectors.records import EvalReport
-from daemon.changelog import digest_entry, drop_entries
+from daemon.changelog import digest_entry
 from daemon.config import Config, ConfigError, GitHub, Limits, config_from_dict
 from daemon.limits import MAX_AGENTS, NAME_TOO_LONG, Exported, HeldBackLog, name_bytes, select
 from daemon.metrics import SnapshotRenderer
+from daemon.reviews.rule import firing
 from daemon.snapshot import Counters, Snapshot, build_snapshot
 from scorers.context import Context
 from scorers.live import LiveModel
-from tests.helpers import T0, ev, records, t
+from tests.helpers import T0, ev, records, review_entries, t
 from tests.metrics_reference import reference_exposition
 
 
@@ -166,17 +167,18 @@ def test_the_renderer_follows_the_exported_set_from_one_snapshot_to_the_next() -
     assert agents == {"agent01", "agent03"}
 
 
-def test_digest_and_drops_list_only_the_exported_agents() -> None:
+def test_digest_and_reviews_list_only_the_exported_agents() -> None:
     config = Config(github=GitHub(repo="acme/app"), limits=Limits(max_agents=2))
     snap = _fleet(5, config)  # nothing is cited: every agent scores 0 %, below the alert level, so each has a drop
     digest = digest_entry(snap).markdown
     assert "agent00" in digest and "agent01" in digest and "agent02" not in digest and "LLLL" not in digest
     assert digest.endswith("4 agents more scored but not listed here ([limits]: 3 beyond max_agents, 1 with a name"
                            " over max_agent_name bytes); every agent's scores are in `/v1/agents`.")
-    assert {e.key.rsplit(":", 1)[1] for e in drop_entries(snap)} == {"agent00", "agent01"}
+    assert {c.agent for c in firing(snap).values()} == {"agent00", "agent01"}  # reviews, and their entries
+    assert len(review_entries(snap)) == 2
     unlimited = _fleet(5, Config(github=GitHub(repo="acme/app"), limits=Limits(max_agent_name=1000)))
     assert "more scored but not listed" not in digest_entry(unlimited).markdown
-    assert len(drop_entries(unlimited)) == 6
+    assert len(review_entries(unlimited)) == 6
 
 
 def test_held_back_agents_are_logged_once(caplog: pytest.LogCaptureFixture) -> None:

@@ -5,6 +5,8 @@ Against the real daemon as a subprocess (tests/daemon_harness.py), on a real sta
 * ``labels/api.jsonl`` a symlink to a file outside the root, or ``labels`` a symlink to a folder outside: the
   API answers 500 naming the refusal, an ERROR names the path, the outside file or folder is untouched;
 * ``labels/api.jsonl`` a FIFO: the same 500, without blocking; ingestion goes on and SIGTERM exits at once;
+* ``reviews/honestyd.jsonl`` a symlink out of the root (or ``reviews`` one), or a FIFO: a review due is not written,
+  an ERROR names the refusal, the outside file is untouched, nothing blocks;
 * the changelog path a FIFO: the daemon starts, serves ``/methodology`` and stops (it used to hang at start);
   a symlink out of the root there (the file, or its folder): refused, the target untouched and never shown;
 * FIFOs as ``heartbeats/*.jsonl`` and ``briefs/*.md`` (there at the start, and made while it runs) are never
@@ -118,6 +120,37 @@ def test_a_fifo_at_the_labels_file_is_refused_without_blocking(tmp_path: Path) -
         assert d.get("/readyz")[0] == 200
         _stops_promptly(d)  # before: SIGTERM waited for the blocked writer thread forever
     assert (root / "labels" / "api.jsonl").is_fifo()
+
+
+# --- the review file
+
+
+@pytest.mark.parametrize("how", ["file", "folder", "fifo"])
+def test_a_review_is_never_written_through_a_symlink_or_into_a_fifo(tmp_path: Path, how: str) -> None:
+    root = _state(tmp_path)
+    (root / "heartbeats" / "zoe.jsonl").write_text("".join(_line(f"zoe-{i}", "zoe") for i in range(6)))  # all low
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "honestyd.jsonl"
+    secret.write_text("precious\n")
+    if how == "folder":
+        (root / "reviews").symlink_to(outside, target_is_directory=True)
+    else:
+        (root / "reviews").mkdir()
+        if how == "file":
+            (root / "reviews" / "honestyd.jsonl").symlink_to(secret)
+        else:
+            os.mkfifo(root / "reviews" / "honestyd.jsonl")
+    refused = {"file": "symbolic link", "folder": "symbolic link", "fifo": "FIFO"}[how]
+    with daemon(tmp_path, root) as d:  # zoe is below at start: her review is due at the first evaluation
+        wait_for(lambda: any("review event not written" in e and refused in e for e in _errors(d)), 10,
+                 "the refused review write to be logged")
+        assert d.get("/v1/reviews")[0] == 200
+        _ingest_goes_on(d, "ada-after")
+        _stops_promptly(d)  # a FIFO never held a writer (or SIGTERM) up
+    assert secret.read_text() == "precious\n" and sorted(p.name for p in outside.iterdir()) == ["honestyd.jsonl"]
+    if how == "fifo":
+        assert (root / "reviews" / "honestyd.jsonl").is_fifo()
 
 
 # --- the changelog

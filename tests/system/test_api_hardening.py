@@ -35,8 +35,8 @@ import pytest
 
 from collectors.rfc3339 import format_ts
 from daemon.config import Config, load_config
-from daemon.http.api import BODY_TIMEOUT
 from daemon.http.app import make_app
+from daemon.http.handling import BODY_TIMEOUT
 from daemon.http.openapi import document
 from daemon.http.server import HTTP_LIMITS
 from tests.daemon_harness import Running, daemon, stop, wait_for, write_config

@@ -84,6 +84,14 @@ CASES: list[tuple[str, list[str], str]] = [
     ("demo-dir-not-a-demo", ["demo", "--dir", "{scratch}"], "--dir"),
     ("demo-interval-nan", ["demo", "--dir", "{scratch}/demo", "--interval", "nan"], "--interval"),
     ("demo-listen-port-zero", ["demo", "--dir", "{scratch}/demo", "--listen", "127.0.0.1:0"], "--listen"),
+    ("reviews-no-subcommand", ["reviews"], "list|show"),
+    ("reviews-list-no-source", ["reviews", "list"], "--state"),
+    ("reviews-list-state-missing", ["reviews", "list", "--state", "{missing}"], "--state"),
+    ("reviews-list-db-not-a-db", ["reviews", "list", "--db", "{text}"], "--db"),
+    ("reviews-list-only-bad", ["reviews", "list", "--db", "{db}", "--only", "stale"], "--only"),
+    ("reviews-list-at-bad", ["reviews", "list", "--db", "{db}", "--at", "soon"], "--at"),
+    ("reviews-show-unknown-id", ["reviews", "show", "r-nope", "--state", "{state}"], "'r-nope'"),
+    ("reviews-show-no-id", ["reviews", "show", "--db", "{db}"], "id"),
     ("command-unknown", ["scroe"], "scroe"),
 ]
 
@@ -143,7 +151,8 @@ def test_a_mistake_is_one_line_naming_the_argument_and_exit_status_2(
     assert "Traceback" not in proc.stdout + proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr
-    prog = "honestyd" if args[0] == "scroe" else f"honestyd {' '.join(args[:2]) if args[0] == 'checks' else args[0]}"
+    nested = args[0] in ("checks", "reviews") and len(args) > 1  # a sub-command's own errors name it too
+    prog = "honestyd" if args[0] == "scroe" else f"honestyd {' '.join(args[:2]) if nested else args[0]}"
     assert lines[0].startswith(f"{prog}: error: "), lines[0]
     assert names in lines[0], lines[0]
     assert _tree(Path(files["base"])) == before  # nothing created, nothing written

@@ -25,7 +25,7 @@ import pytest
 
 from collectors.rfc3339 import format_ts
 from tests.conftest import ROOT
-from tests.daemon_harness import daemon, free_port, stop, wait_for, write_config
+from tests.daemon_harness import daemon, end, free_port, stop, wait_for, write_config
 from tests.tools import require
 
 ALERTS = ROOT / "ops" / "prometheus" / "alerts.yml"
@@ -108,14 +108,17 @@ class Prometheus:
 
 
 @contextmanager
-def prometheus(tmp: Path, target: str) -> Iterator[Prometheus]:
-    """Run Prometheus scraping ``target`` as job honestyd every second with the shortened shipped rules."""
+def prometheus(tmp: Path, target: str, alertmanager: str | None = None) -> Iterator[Prometheus]:
+    """Run Prometheus scraping ``target`` as job honestyd every second with the shortened shipped rules (sending its
+    alerts to the Alertmanager at ``alertmanager``, host:port, if given)."""
     binary = require("prometheus")
     tmp.mkdir()
     (tmp / "rules.yml").write_text(shortened_rules(ALERTS.read_text(encoding="utf-8")))
+    alerting = "" if alertmanager is None else (
+        f"alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{alertmanager}']\n")
     (tmp / "prometheus.yml").write_text(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
-        "rule_files:\n  - rules.yml\n"
+        "rule_files:\n  - rules.yml\n" + alerting +
         f"scrape_configs:\n  - job_name: honestyd\n    static_configs:\n      - targets: ['{target}']\n")
     port = free_port()
     log = tmp / "prometheus.log"
@@ -137,14 +140,7 @@ def prometheus(tmp: Path, target: str) -> Iterator[Prometheus]:
         wait_for(ready, STEP, "prometheus to be ready")
         yield running
     finally:
-        # Killed whatever happened, so no prometheus outlives the test.
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        end(proc)  # whatever happened: nothing outlives the test
 
 
 def _agent_alerts(p: Prometheus) -> dict[tuple[str, str], str]:

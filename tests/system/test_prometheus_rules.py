@@ -26,6 +26,7 @@ RUNBOOK = OPS / "RUNBOOK.md"
 EXPECTED_ALERTS = {
     "HonestyScoreLow", "HonestyScoreDrop", "HonestyConfidentlyBad", "HonestyAgentSilent", "HonestydDown",
     "HonestydAbsent", "HonestyEvaluationStale", "HonestyRejectRateRising", "HonestyVerificationFailuresRising",
+    "HonestyReviewStale",
 }
 #: Alerts about one agent: their description must link that agent's audit page.
 AGENT_ALERTS = {"HonestyScoreLow", "HonestyScoreDrop", "HonestyConfidentlyBad", "HonestyAgentSilent"}

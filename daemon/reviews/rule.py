@@ -1,0 +1,135 @@
+"""When honestyd opens a review by itself (pure): the opening rule.
+
+Two reasons, judged on each evaluation for every agent with per-agent series ([limits]) whose dashboard (24 h)
+result is not INSUFFICIENT:
+
+* ``below``: the dashboard score is under ``alert_below``;
+* ``drop``: it is more than ``drop_alert`` under the agent's own 7 d score (never against an INSUFFICIENT 7 d one).
+
+A reason that holds is *firing*. A review for (agent, reason) is due when it fires, none is open for it, and
+
+* it did not fire at the previous evaluation of this run: it has just begun (a first one opens, one closed before
+  reopens); or
+* this is the first evaluation of the run, and no review for (agent, reason) exists at all: an agent already below
+  at start gets one ``below`` review, once (a restart finds it in the queue, open or closed, and opens nothing);
+  a ``drop`` at start is opened only for an agent that is not also below (its ``below`` review says it all), so an
+  agent always low is never said to have dropped.
+
+A review a reviewer closed while its reason still fires is not reopened until the reason has stopped firing and
+fired again ("the agent slips again"). Nothing here reads a clock or a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from daemon.reviews.queue import Queue
+from daemon.snapshot import Snapshot
+from scorers.score import AgentResult
+
+#: The tolerance of the displayed percent (spec 4), so 0.7 is not "below 0.7" (as the alert rules' 1e-9).
+FLOAT_SLACK = 1e-9
+
+Key = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One agent's standing at an evaluation, for one reason: what a review of it says when it opens."""
+
+    agent: str
+    reason: str
+    window: str
+    result: AgentResult
+    reference_window: str | None
+    reference: AgentResult | None
+    threshold: float
+    drop_alert: float
+
+    @property
+    def key(self) -> Key:
+        """(agent, reason): one review at a time for each."""
+        return (self.agent, self.reason)
+
+
+def window_names(snapshot: Snapshot) -> tuple[str | None, str | None]:
+    """(dashboard window, comparison window): "24h" else the first; "7d" else the next configured one."""
+    names = [name for name, _ in snapshot.config.scoring.windows if name in snapshot.windows]
+    if not names:
+        return None, None
+    dash = "24h" if "24h" in names else names[0]
+    rest = [n for n in names if n != dash]
+    week = "7d" if "7d" in rest else (rest[0] if rest else None)
+    return dash, week
+
+
+def standing(snapshot: Snapshot, agent: str, reason: str) -> Condition | None:
+    """The condition of ``agent`` for ``reason`` at ``snapshot``, firing or not; None when its dashboard result is
+    missing or INSUFFICIENT, or it has no per-agent series ([limits])."""
+    dash, week = window_names(snapshot)
+    if dash is None or agent not in snapshot.exported:
+        return None
+    now = snapshot.windows[dash].agents.get(agent)
+    if now is None or now.insufficient or now.score is None:
+        return None
+    ref = snapshot.windows[week].agents.get(agent) if week is not None else None
+    if ref is not None and (ref.insufficient or ref.score is None):
+        ref = None
+    s = snapshot.config.scoring
+    return Condition(agent, reason, dash, now, week, ref, s.alert_below, s.drop_alert)
+
+
+def fires(c: Condition) -> bool:
+    """True iff the condition's reason holds."""
+    score = c.result.score
+    assert score is not None  # standing() keeps only sufficient results
+    if c.reason == "below":
+        return score < c.threshold - FLOAT_SLACK
+    return c.reference is not None and c.reference.score is not None and \
+        c.reference.score - score > c.drop_alert + FLOAT_SLACK
+
+
+def writable(agent: str) -> bool:
+    """False for a name holding a lone surrogate (a JSON "\\ud800" in Markdown front matter): no review file line can
+    hold it as UTF-8, so no review is opened for it (its series in /metrics still show it)."""
+    try:
+        agent.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def firing(snapshot: Snapshot) -> dict[Key, Condition]:
+    """Every (agent, reason) that fires at ``snapshot``, among the agents with per-agent series whose name a review
+    file can hold."""
+    dash, _ = window_names(snapshot)
+    if dash is None:
+        return {}
+    found: dict[Key, Condition] = {}
+    for agent, _result in snapshot.exported.items(snapshot.windows[dash].agents):
+        if not writable(agent):
+            continue
+        for reason in ("below", "drop"):
+            c = standing(snapshot, agent, reason)
+            if c is not None and fires(c):
+                found[c.key] = c
+    return found
+
+
+def due(now: Mapping[Key, Condition], queue: Queue, previous: frozenset[Key] | None) -> list[Condition]:
+    """The reviews to open (or reopen) now, in agent then reason order: see the module.
+
+    ``now``: what fires at this evaluation (:func:`firing`); ``previous``: what fired at the previous evaluation of
+    this run, None at the first one after a start.
+    """
+    out = []
+    for key in sorted(now):
+        if queue.open_for(*key) is not None:
+            continue  # one at a time: it joins the open one
+        if previous is not None:
+            if key not in previous:
+                out.append(now[key])
+        elif queue.latest_for(*key) is None and not (key[1] == "drop" and (key[0], "below") in now):
+            out.append(now[key])
+    return out

@@ -1,0 +1,93 @@
+"""``honestyd demo`` with its defaults (what ``make demo`` runs): the slipping agent's review opens by itself, the
+banner prints the queue's URLs and a reviewer token, and that token closes the review.
+
+Prints the time from the demo's start and from zoe's first failing decision to her open review (the issue asks
+for the figure; it is not asserted, only waited for with a deadline).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collectors.rfc3339 import parse_ts
+from tests.conftest import HONESTYD, ROOT
+from tests.daemon_harness import free_port, wait_for
+
+#: Generous: the demo generates three days of ten agents before it serves, on a machine other suites share.
+DEADLINE = 240.0
+
+
+def _get(base: str, path: str) -> Any:
+    with urllib.request.urlopen(base + path, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def _first_failure(root: Path) -> datetime:
+    """The time of zoe's first decision that cites nothing (a failing citation_rate)."""
+    for line in (root / "heartbeats" / "live-zoe.jsonl").read_text().splitlines():
+        obj = json.loads(line)
+        if "citations" not in obj:
+            return parse_ts(obj["ts"])
+    raise AssertionError("zoe never slipped")
+
+
+@pytest.mark.timeout(DEADLINE + 60)
+def test_the_demo_opens_the_slipping_agents_review_and_its_token_closes_it(tmp_path: Path) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    started = time.monotonic()
+    proc = subprocess.Popen([*HONESTYD, "demo", "--dir", str(tmp_path / "demo"), "--listen", f"127.0.0.1:{port}"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env={k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"})
+    try:
+        assert proc.stdout is not None
+        banner = []
+        for line in proc.stdout:
+            banner.append(line)
+            if line.startswith("Ctrl-C stops"):
+                break
+        serving = time.monotonic() - started
+        text = "".join(banner)
+        assert f"reviews:     {base}/reviews" in text and f"reviews API: {base}/v1/reviews\n" in text
+        token = text.split("token ", 1)[1].split(")", 1)[0]
+        assert f"Authorization: Bearer {token}" in text
+
+        def zoe_review() -> dict[str, Any] | None:
+            found = [r for r in _get(base, "/v1/reviews?state=open")["reviews"] if r["agent"] == "zoe"]
+            return found[0] if found else None
+
+        review = wait_for(zoe_review, DEADLINE, "zoe's review to open")
+        opened_after = time.monotonic() - started
+        first = _first_failure(tmp_path / "demo" / "state")
+        lag = (parse_ts(review["opened_at"]) - first).total_seconds()
+        print(f"\ndemo: serving after {serving:.1f} s; zoe's review open {opened_after:.1f} s after the start, "
+              f"{lag:.1f} s after her first failing decision ({review['why']}, {review['progress']['text']})")
+        assert review["reason"] == "below" and review["by"] == "honestyd" and review["progress"]["decisions"] > 0
+        assert [r["agent"] for r in _get(base, "/v1/reviews?state=open")["reviews"]].count("zoe") == 1
+        req = urllib.request.Request(f"{base}/v1/reviews/{review['id']}/close", method="POST",
+                                     data=json.dumps({"note": "demo: zoe stopped citing"}).encode(),
+                                     headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            assert resp.status == 200
+        assert _get(base, f"/v1/reviews/{review['id']}")["closed"]["reviewer"] == "demo"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+    assert proc.returncode == 0
