@@ -117,8 +117,10 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(live: Runnin
         '[parameters]\n"path.agent" = { dictionary = "agents", probability = 0.5 }\n'
     )
     report = tmp_path / "st-report.json"
+    # One worker: hypothesis parses lambdas' source with ast in each worker thread, and CPython 3.11
+    # can then raise "AST constructor recursion depth mismatch" (python/cpython#106905 and kin), failing the tool.
     cmd = [str(st), "--config-file", str(tmp_path / "st.toml"), "run", f"{live.base}/openapi.json",
-           "--checks", "all", "--max-examples", "50", "--seed", "20260601", "--workers", "2",
+           "--checks", "all", "--max-examples", "50", "--seed", "20260601", "--workers", "1",
            "-H", f"Authorization: Bearer {TOKEN}", "--request-timeout", "10", "--no-color",
            "--report", "json", "--report-json-path", str(report)]
     start = time.monotonic()
