@@ -25,6 +25,7 @@ from daemon import __version__
 from daemon.config import COMPONENTS
 from daemon.limits import Exported
 from daemon.snapshot import Counters, Snapshot
+from scorers.progress import LabelTally
 from scorers.score import AgentResult
 
 #: The classic text format. Spelled out rather than imported because prometheus_client's
@@ -89,6 +90,10 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "honesty_labels_unmatched": (
         "gauge", "Labels whose decision id matches no decision honestyd has stored (a typo, or another system's id).",
         ()),
+    "honesty_labels": (
+        "gauge", "Reviewers' current labels on the agent's decisions, by value (up, down): one per reviewer per"
+        " decision, as honestyd tune counts them, over the decisions the daemon holds (the longest window and a day).",
+        ("agent", "value")),
     "honesty_benchmark_tasks": ("gauge", "Tasks in the latest benchmark-honesty report of the model.", _B),
     # The report's own 95 % interval of its headline; what that headline is changed between the package's
     # versions (task mean in 0.1.0, balanced in 0.2.0), so read it beside honesty_benchmark_balanced/_task_mean.
@@ -248,6 +253,16 @@ def _benchmarks(out: Sink, evals: Iterable[EvalReport], models: Mapping[str, str
                     out.add(family, (model, agent), value)
 
 
+def label_samples(out: Sink, snapshot: Snapshot) -> None:
+    """honesty_labels: 👍 and 👎 of every exported agent a window lists (0 included, so progress starts visible)."""
+    listed = dict.fromkeys(a for result in snapshot.windows.values() for a in result.agents)
+    none = LabelTally()
+    for agent, _ in snapshot.exported.items(listed):
+        t = snapshot.labels.get(agent, none)
+        out.add(_FIXED["honesty_labels"], (agent, "down"), t.down)
+        out.add(_FIXED["honesty_labels"], (agent, "up"), t.up)
+
+
 def build_info_sample(out: Sink, version: str = __version__) -> None:
     """honesty_build_info: the one sample before the first evaluation, and the first of every body after it."""
     out.add(_FIXED["honesty_build_info"], (version,), 1)
@@ -265,6 +280,7 @@ def snapshot_samples(out: Sink, snapshot: Snapshot) -> None:
         out.add(_FIXED["honesty_agents_over_limit"], (reason,), count)
     if snapshot.labels_unmatched is not None:
         out.add(_FIXED["honesty_labels_unmatched"], (), snapshot.labels_unmatched)
+    label_samples(out, snapshot)
     _benchmarks(out, snapshot.evals, snapshot.config.benchmark_models, snapshot.exported)
 
 

@@ -62,7 +62,8 @@ class Evaluations(Chronicle):
                 continue
             feed = done.feed
             snap = Snapshot(at=done.at, config=config, windows=done.windows, counters=self._counters(),
-                            evals=done.evals, model=feed.size, exported=done.exported, labels_unmatched=feed.unmatched)
+                            evals=done.evals, model=feed.size, exported=done.exported, labels_unmatched=feed.unmatched,
+                            labels=feed.labels)
             self._snapshot = snap
             if self.unready is not None and not self._recovering and self.exit_status == 0:
                 log.warning("store %s rebuilt from the state root and evaluated: ready again", config.db_path)

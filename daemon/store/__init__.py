@@ -9,6 +9,7 @@ line) make a replay harmless.
 * :mod:`~daemon.store.migrations`: the schema, as named migrations in order (a new table is a new one at the end);
 * :mod:`~daemon.store.rows`: records to rows and back; :mod:`~daemon.store.writes`, :mod:`~daemon.store.queries`
   and :mod:`~daemon.store.feed`: the typed writes, reads, and what the live model reads to keep up;
+  :mod:`~daemon.store.review`: what the reviewer's pages read for their rows (texts, labels with notes);
 * :mod:`~daemon.store.salvage`: checking a file and reading a damaged one; :mod:`~daemon.store.errors`: what a
   failure means (full, damaged).
 """
@@ -20,12 +21,13 @@ from daemon.store.errors import store_damaged, store_full
 from daemon.store.feed import Feed
 from daemon.store.gate import Gate
 from daemon.store.migrations import MIGRATIONS, Migration
+from daemon.store.review import Review
 from daemon.store.rows import CitationRow, EventRow, IndexRow, copy_columns, event_rows
 from daemon.store.salvage import Salvage, quick_check, table_names
 from daemon.store.writes import Writes
 
 
-class Store(Writes, Feed):
+class Store(Writes, Feed, Review):
     """One SQLite database; construct with :meth:`open`. Not thread-safe: one writer.
 
     ``gate``, shared by the writer and a reader that runs often (the daemon's evaluations): see :class:`Gate`.
