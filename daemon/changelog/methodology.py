@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import fields
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Any
 
 from collectors.rfc3339 import format_duration
@@ -79,6 +79,33 @@ def last_methodology_fingerprint(text: str) -> str | None:
     """The fingerprint of the last methodology entry in a changelog's text, or None when it has none."""
     found = _FINGERPRINT_LINE.findall(text)
     return found[-1] if found else None
+
+
+#: The key line of a methodology entry (see entries.methodology_entries): its UTC date is the entry's day.
+_METHODOLOGY_KEY = re.compile(r"^<!-- honestyd:methodology:(\d{4}-\d{2}-\d{2})T[^ ]*:[0-9a-f]{16} -->\r?$",
+                              re.MULTILINE)
+
+
+def weight_changes(text: str) -> list[tuple[date, str]]:
+    """(day, what changed) of each methodology change in a changelog's text that changed weights, oldest first.
+
+    Read from the entries honestyd wrote (a key line, its ``**Methodology change**`` title, the ``- weights…`` lines);
+    the first record of the methodology in force is not a change, and text anyone else wrote carries no key.
+    """
+    out: list[tuple[date, str]] = []
+    keys = list(_METHODOLOGY_KEY.finditer(text))
+    for k, m in enumerate(keys):
+        block = text[m.end():keys[k + 1].start() if k + 1 < len(keys) else len(text)].split("\n## ", 1)[0]
+        lines = block.strip().splitlines()
+        if len(lines) < 2 or not lines[1].startswith("**Methodology change**"):
+            continue
+        weights = [line[2:].strip() for line in lines[2:] if line.startswith("- weights")]
+        if weights:
+            try:
+                out.append((date.fromisoformat(m.group(1)), "; ".join(weights)))
+            except ValueError:
+                continue
+    return out
 
 
 def _dashboard_window(config: Config) -> str:

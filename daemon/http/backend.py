@@ -6,12 +6,13 @@ The daemon implements it (daemon/app/backend.py); tests implement it with what t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import datetime
+from collections.abc import Collection, Mapping
+from datetime import date, datetime
 from typing import Protocol
 
 from aiohttp import web
 
+from collectors.records import Label, Order
 from daemon.config import Config
 from daemon.snapshot import Snapshot
 from scorers.history import DayCounts
@@ -43,6 +44,16 @@ class Backend(Protocol):
     async def history(self, agent: str) -> list[DayCounts]: ...
 
     async def audit(self, agent: str, window: str) -> tuple[datetime, AgentResult] | None: ...
+
+    async def histories(self, since: date) -> list[DayCounts]: ...
+
+    async def labels_on(self, decisions: Collection[str]) -> list[Label]: ...
+
+    async def texts_of(self, orders: Collection[Order]) -> dict[Order, str]: ...
+
+    async def unlabelled_failures(self, window: str) -> dict[str, int] | None: ...
+
+    async def label_shown(self, decision: str, reviewer: str, ts: datetime) -> bool: ...
 
 
 BACKEND: web.AppKey[Backend] = web.AppKey("backend", Backend)
