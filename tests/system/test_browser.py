@@ -125,9 +125,11 @@ class Node:
     attrs: dict[str, str]
     children: list[Node] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
+    #: Text and children in document order.
+    content: list[str | Node] = field(default_factory=list)
 
     def all_text(self) -> str:
-        return "".join(self.text) + "".join(c.all_text() for c in self.children)
+        return "".join(c if isinstance(c, str) else c.all_text() for c in self.content)
 
     def iter(self, tag: str | None = None) -> list[Node]:
         found = [self] if tag is None or self.tag == tag else []
@@ -155,11 +157,14 @@ class _Tree(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         node = Node(tag, {k: v or "" for k, v in attrs})
         self.stack[-1].children.append(node)
+        self.stack[-1].content.append(node)
         if tag not in _VOID:
             self.stack.append(node)
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.stack[-1].children.append(Node(tag, {k: v or "" for k, v in attrs}))
+        node = Node(tag, {k: v or "" for k, v in attrs})
+        self.stack[-1].children.append(node)
+        self.stack[-1].content.append(node)
 
     def handle_endtag(self, tag: str) -> None:
         for i in range(len(self.stack) - 1, 0, -1):
@@ -169,6 +174,7 @@ class _Tree(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         self.stack[-1].text.append(data)
+        self.stack[-1].content.append(data)
 
 
 def parse(html: str) -> Node:
