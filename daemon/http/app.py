@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
+import warnings
 from collections.abc import Callable
 from concurrent.futures import Executor
 
@@ -14,6 +15,10 @@ from daemon.http import api, labelling, security, sessions, signin, templating, 
 from daemon.http.backend import BACKEND, Backend
 from daemon.http.handling import EXECUTOR, SLOTS, Handler, Slots, capped
 from daemon.http.urls import AGENT
+
+
+# aiohttp-session keeps its storage on the request under a string key: aiohttp's advice, not a fault of ours.
+warnings.filterwarnings("ignore", "It is recommended to use web.RequestKey", web.NotAppKeyWarning, "aiohttp_session")
 
 
 def make_app(backend: Backend, *, executor: Executor | None = None, session_key: bytes | None = None,
