@@ -9,6 +9,7 @@ configuration finds it there and records nothing. :func:`full_lines` lists a con
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -93,13 +94,12 @@ def weight_changes(text: str) -> list[tuple[date, str]]:
     the first record of the methodology in force is not a change, and text anyone else wrote carries no key.
     """
     out: list[tuple[date, str]] = []
-    keys = list(_METHODOLOGY_KEY.finditer(text))
-    for k, m in enumerate(keys):
-        block = text[m.end():keys[k + 1].start() if k + 1 < len(keys) else len(text)].split("\n## ", 1)[0]
-        lines = block.strip().splitlines()
+    for m in _METHODOLOGY_KEY.finditer(text):
+        lines = text[m.end():m.end() + 20_000].lstrip("\r\n").splitlines()  # an entry is a few lines
         if len(lines) < 2 or not lines[1].startswith("**Methodology change**"):
             continue
-        weights = [line[2:].strip() for line in lines[2:] if line.startswith("- weights")]
+        items = list(itertools.takewhile(lambda line: line.startswith("- "), lines[2:]))  # the entry's own lines
+        weights = [line[2:].strip() for line in items if line.startswith("- weights")]
         if weights:
             try:
                 out.append((date.fromisoformat(m.group(1)), "; ".join(weights)))

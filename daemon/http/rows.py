@@ -113,7 +113,7 @@ def paged(rows: Sequence[DecisionRow], page: int, per: int = PER_PAGE) -> tuple[
     pages = max(1, math.ceil(len(rows) / per))
     start = (page - 1) * per
     chunk = list(rows[start:start + per])
-    return chunk, Pager(page, pages, len(rows), start + 1 if chunk else 0, start + len(chunk))
+    return chunk, Pager(page, pages, len(rows), start + 1 if chunk else 0, start + len(chunk) if chunk else 0)
 
 
 @dataclass(frozen=True)
