@@ -16,7 +16,6 @@ from daemon.http.backend import BACKEND, Backend
 from daemon.http.handling import EXECUTOR, SLOTS, Handler, Slots, capped
 from daemon.http.urls import AGENT
 
-
 # aiohttp-session keeps its storage on the request under a string key: aiohttp's advice, not a fault of ours.
 warnings.filterwarnings("ignore", "It is recommended to use web.RequestKey", web.NotAppKeyWarning, "aiohttp_session")
 
