@@ -15,6 +15,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,7 +32,8 @@ from daemon.config import COMPONENTS, Config, GitHub
 from daemon.http.templating import anchor
 from daemon.store import Store
 from tests.cdp import Browser
-from tests.daemon_harness import Running, daemon, stop, wait_for
+from tests.conftest import ROOT
+from tests.daemon_harness import Running, daemon, free_port, stop, wait_for
 from tests.servers import serve_in_thread
 from tests.system.test_browser import SCORED, THIN, Node, chromium, parse, write_state
 
@@ -278,3 +282,37 @@ def test_the_index_shows_bands_sparklines_and_what_is_left_to_label(live: Runnin
     assert any("weights changed" in t for t in titles)  # the change of weights
     assert any("score drop" in t for t in titles)  # the bad stretch
     assert any(t.startswith("alert below 70 %") for t in titles)  # the threshold
+
+
+def test_from_the_demos_banner_to_a_labelled_decision_with_nothing_but_a_browser(tmp_path: Path,
+                                                                                 browser: Browser) -> None:
+    """`make demo` runs this command; its banner's sign-in line is all a newcomer needs."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "demo", "--dir", str(tmp_path / "demo"), "--listen",
+                             f"127.0.0.1:{port}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, env={k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"})
+    try:
+        assert proc.stdout is not None
+        banner = []
+        for line in proc.stdout:
+            banner.append(line)
+            if line.startswith("Ctrl-C stops"):
+                break
+        found = re.search(r"sign in: +(\S+) +reviewer: (\S+) +token: (\S+)", "".join(banner))
+        assert found, "".join(banner)
+        url, reviewer, token = found.groups()
+        b = browser
+        b.goto(url)
+        b.type("#reviewer", reviewer)
+        b.type("#token", token)
+        b.click_and_load("form.login button")
+        b.click_and_load("table.agents td a")  # the first agent's score: its page
+        page = parse(b.html())
+        first = next(tr for tr in page.iter("tr") if tr.attrs.get("id", "").startswith("d-"))
+        b.click_and_load(f"tr#{first.attrs['id']} button[value=down]")
+        shown = labels_on(next(tr for tr in parse(b.html()).iter("tr") if tr.attrs.get("id") == first.attrs["id"]))
+        assert [c for c, _ in shown] == ["down label mine"] and shown[0][1].startswith(f"👎 {reviewer} (you)")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert proc.returncode == 0
