@@ -253,14 +253,22 @@ def _benchmarks(out: Sink, evals: Iterable[EvalReport], models: Mapping[str, str
                     out.add(family, (model, agent), value)
 
 
-def label_samples(out: Sink, snapshot: Snapshot) -> None:
-    """honesty_labels: 👍 and 👎 of every exported agent a window lists (0 included, so progress starts visible)."""
+LabelRows = tuple[tuple[str, int, int], ...]
+
+
+def label_rows(snapshot: Snapshot) -> LabelRows:
+    """(agent, 👍, 👎) of honesty_labels: every exported agent a window lists (0 included: progress starts visible)."""
     listed = dict.fromkeys(a for result in snapshot.windows.values() for a in result.agents)
     none = LabelTally()
-    for agent, _ in snapshot.exported.items(listed):
-        t = snapshot.labels.get(agent, none)
-        out.add(_FIXED["honesty_labels"], (agent, "down"), t.down)
-        out.add(_FIXED["honesty_labels"], (agent, "up"), t.up)
+    return tuple((agent, (t := snapshot.labels.get(agent, none)).up, t.down)
+                 for agent, _ in snapshot.exported.items(listed))
+
+
+def label_samples(out: Sink, rows: Iterable[tuple[str, int, int]]) -> None:
+    """The honesty_labels samples of :func:`label_rows`."""
+    for agent, up, down in rows:
+        out.add(_FIXED["honesty_labels"], (agent, "down"), down)
+        out.add(_FIXED["honesty_labels"], (agent, "up"), up)
 
 
 def build_info_sample(out: Sink, version: str = __version__) -> None:
@@ -269,7 +277,8 @@ def build_info_sample(out: Sink, version: str = __version__) -> None:
 
 
 def snapshot_samples(out: Sink, snapshot: Snapshot) -> None:
-    """Every sample of ``snapshot`` but the per-agent ones and honesty_weights_info (whose lines are reused)."""
+    """Every sample of ``snapshot`` but the per-agent ones, honesty_weights_info and honesty_labels (whose lines are
+    reused)."""
     build_info_sample(out, snapshot.version)
     out.add(_FIXED["honesty_last_evaluation_timestamp_seconds"], (), snapshot.at.timestamp())
     _counters(out, snapshot.counters)
@@ -280,7 +289,6 @@ def snapshot_samples(out: Sink, snapshot: Snapshot) -> None:
         out.add(_FIXED["honesty_agents_over_limit"], (reason,), count)
     if snapshot.labels_unmatched is not None:
         out.add(_FIXED["honesty_labels_unmatched"], (), snapshot.labels_unmatched)
-    label_samples(out, snapshot)
     _benchmarks(out, snapshot.evals, snapshot.config.benchmark_models, snapshot.exported)
 
 
@@ -347,6 +355,7 @@ class SnapshotRenderer:
     def __init__(self) -> None:
         self._agents: dict[tuple[str, str], tuple[AgentResult, AgentLines]] = {}
         self._weights: tuple[WeightRows, str] = ((), "")
+        self._labels: tuple[LabelRows, str] = ((), "")
         #: Per-agent renders the last call did (the others were reused): a figure for tests and the bench.
         self.rendered = 0
 
@@ -376,6 +385,12 @@ class SnapshotRenderer:
             weight_samples(weights, rows)
             self._weights = (rows, "".join(weights.lines["honesty_weights_info"]))
         reused["honesty_weights_info"] = (self._weights[1],)
+        labelled = label_rows(snapshot)  # one row per agent: written again only when a count changes
+        if labelled != self._labels[0]:
+            lines = _Lines()
+            label_samples(lines, labelled)
+            self._labels = (labelled, "".join(lines.lines.get("honesty_labels", ())))
+        reused["honesty_labels"] = (self._labels[1],)
         return self._join([*DECLARED, *fresh.extra.values()], fresh.lines, reused)
 
     @staticmethod

@@ -89,7 +89,12 @@ def _plot(name: str, style: tuple[str, str], days: Sequence[DayScore], x_of: Map
           y_of: _Scale) -> Plot:
     runs: list[tuple[Point, ...]] = []
     run: list[Point] = []
+    previous: date | None = None
     for day, score in days:
+        if run and previous is not None and (day - previous).days != 1:  # a day with no row lies between
+            runs.append(tuple(run))
+            run = []
+        previous = day
         if score is None or day not in x_of:
             if run:
                 runs.append(tuple(run))
@@ -137,9 +142,9 @@ def daily_chart(series: Mapping[str, Sequence[DayScore]], days: Sequence[date], 
                 width: int = 760, height: int = 240) -> Chart:
     """The daily score of each series (window) over ``days`` (oldest first), with the threshold and the marks.
 
-    Gaps: a day without a score in a series breaks its line; the first series' gap days get a grey tick at the foot,
-    saying INSUFFICIENT. Marks: ``weight_changes`` (day, what changed) inside the span; a fall of the first series'
-    score of more than ``drop`` from its previous scored day.
+    Gaps: a day without a score in a series, or without a row, breaks its line; the first series' INSUFFICIENT days
+    get a grey tick at the foot. Marks: ``weight_changes`` (day, what changed) inside the span; a fall of the first
+    series' score of more than ``drop`` from its previous scored day.
     """
     left, top, right, bottom = 44.0, 12.0, width - 12.0, height - 46.0
     y_of = _Scale(top, bottom)

@@ -72,12 +72,12 @@ def band(a: AgentResult | None, week: AgentResult | None, cfg: Config) -> tuple[
 
 def daily_scores(counts: Sequence[DayCounts], cfg: Config, agent: str, window: str, days: Sequence[date]
                  ) -> list[charts.DayScore]:
-    """The agent's stored daily score in ``window`` on each of ``days`` (None: INSUFFICIENT or no row), under the
+    """The agent's stored daily score in ``window`` on those of ``days`` with a row (None: INSUFFICIENT), under the
     weights the agent is scored with now (history keeps counts, so every day re-renders the same way)."""
     version = cfg.weights_for(agent)[0]
     points = {p.day: p.score for p in history_points([c for c in counts if c.window == window],
                                                       cfg.weights_versions[version], cfg.scoring.min_decisions)}
-    return [(d, points.get(d)) for d in days]
+    return [(d, points[d]) for d in days if d in points]
 
 
 def last_days(today: date, n: int) -> list[date]:

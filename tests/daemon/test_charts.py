@@ -86,3 +86,11 @@ def test_a_sparkline_keeps_its_gaps_and_threshold() -> None:
     assert line.x_ticks == () and line.y_ticks == ()  # small: no axes
     assert sparkline([(DAYS[0], None)]).empty == "no daily score"
     assert drawn(sparkline([], threshold=0.7)).tag == f"{NS}svg"
+
+
+def test_a_day_with_no_row_breaks_the_line_but_is_not_called_insufficient() -> None:
+    stored = [(DAYS[0], 0.9), (DAYS[1], 0.8), (DAYS[3], 0.7), (DAYS[4], None), (DAYS[5], 0.6)]  # no row on DAYS[2]
+    chart = daily_chart({"24h": stored}, DAYS)
+    (plot,) = chart.plots
+    assert [len(r) for r in plot.runs] == [2] and len(plot.dots) == 2  # 0, 1 | 3 | 5
+    assert [m.kind for m in chart.marks] == ["gap"]  # DAYS[4] only
