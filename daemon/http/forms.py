@@ -15,8 +15,14 @@ from daemon.http.guards import same_origin
 FORM_TIMEOUT = 10.0
 
 
+#: What the pages' forms send (they set no enctype); anything else is a 415.
+FORM_TYPE = "application/x-www-form-urlencoded"
+
+
 async def read_form(request: web.Request) -> Mapping[str, str] | web.Response:
-    """The form's fields (the first value of each; files ignored), or the 408/413 answer it gets."""
+    """The form's fields (the first value of each), or the 408/413/415 answer it gets."""
+    if request.body_exists and request.content_type != FORM_TYPE:
+        return web.Response(status=415, text=f"a form must be sent as {FORM_TYPE}")
     try:
         async with asyncio.timeout(FORM_TIMEOUT):
             form = await request.post()

@@ -34,13 +34,14 @@ MAX_DECISION = 1000
 
 def label_fields(form: Mapping[str, str]) -> tuple[str, str, str | None] | str:
     """(decision, value, note or None) of a label form, or the message of the 400 it gets."""
-    decision, value, note = form.get("decision", ""), form.get("value", ""), form.get("note", "").strip()
+    decision, value, note = form.get("decision", ""), form.get("value", ""), form.get("note", "")
     if not decision or len(decision) > MAX_DECISION:
         return "the form names no decision (or an id longer than 1000 characters)"
     if value not in LABEL_VALUES:
         return "value must be up (👍) or down (👎)"
     if len(note) > MAX_NOTE:
         return f"the note is longer than {MAX_NOTE} characters"
+    note = note.strip()
     if not _is_text(decision) or not _is_text(note):
         return "the decision id or the note is not text (it holds a lone surrogate)"
     return decision, value, note or None
@@ -73,16 +74,16 @@ async def post_label(request: web.Request) -> web.Response:
         return form
     next_path = local_path(form.get("next"))
     reviewer, session = await signed_in(request, backend.reviewers())
+    viewer = pages.Viewer(reviewer, form_token(session) if reviewer else "", next_path)
+    fields = label_fields(form)  # a form that cannot be a label is refused as such, signed in or not
+    if isinstance(fields, str):
+        return await message(request, 400, "Bad request", f"Not labelled: {fields}.", back=next_path, viewer=viewer)
     if reviewer is None:
         return see_other("/login?" + urlencode({"next": next_path}))
-    viewer = pages.Viewer(reviewer, form_token(session), next_path)
     if from_elsewhere(request) or not tokens_match(session.get("csrf"), form.get("csrf_token")):
         return await message(request, 403, "Refused", "This form did not come from honestyd's own page (its form token"
                              " is missing or wrong): nothing was labelled. Reload the page and label again.",
                              back=next_path, viewer=viewer)
-    fields = label_fields(form)
-    if isinstance(fields, str):
-        return await message(request, 400, "Bad request", f"Not labelled: {fields}.", back=next_path, viewer=viewer)
     decision, value, note = fields
     known = await backend.knows_decision(decision)
     if known is None:

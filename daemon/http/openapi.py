@@ -157,14 +157,17 @@ _SLOW = _response("Form not received in time", _STRING, TEXT)
 
 
 def _form(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"required": True, "content": {FORM: {"schema": {"type": "object", "properties": properties,
-                                                            "required": required}}}}
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:  # OpenAPI 3.0 takes no empty list here
+        schema["required"] = required
+    return {"required": True, "content": {FORM: {"schema": schema}}}
 
 
 def _reviewer_paths(config: Config) -> dict[str, Any]:
     """The sign-in and labelling routes of the reviewer's pages (HTML forms, session cookie)."""
     large = _response(f"Form larger than [api] max_body ({config.api.max_body} bytes)", _STRING, TEXT)
-    token = {"csrf_token": {**_STRING, "description": "The form token of the page the form is on"}}
+    token = {"csrf_token": {**_STRING, "description": "The form token of the page the form is on (without it: 403)"}}
+    unsupported = _response(f"Not a form ({FORM})", _STRING, TEXT)
     following = {"next": {**_STRING, "description": "Where to go after (a local path; anything else: /)"}}
     return {
         "/login": {
@@ -173,23 +176,26 @@ def _reviewer_paths(config: Config) -> dict[str, Any]:
                     "responses": {"200": _response("Sign-in page", _STRING, HTML)}},
             "post": {"summary": "Sign a reviewer in with their token; a session cookie on success",
                      "requestBody": _form({"reviewer": _STRING, "token": _STRING, **token, **following},
-                                          ["reviewer", "token", "csrf_token"]),
+                                          ["reviewer", "token"]),
                      "responses": {"303": _SEE_OTHER, "401": _response("Wrong reviewer or token", _STRING, HTML),
-                                   "403": _REFUSED, "408": _SLOW, "413": large,
+                                   "403": _REFUSED, "408": _SLOW, "413": large, "415": unsupported,
                                    "429": {**_response("Too many failed sign-ins", _STRING, HTML), "headers": {
                                        "Retry-After": {"description": "Seconds", "schema": {"type": "integer"}}}}}},
         },
-        "/logout": {"post": {"summary": "End the session", "requestBody": _form(token, ["csrf_token"]),
-                             "responses": {"303": _SEE_OTHER, "403": _REFUSED, "408": _SLOW, "413": large}}},
+        "/logout": {"post": {"summary": "End the session", "requestBody": _form(token, []),
+                             "responses": {"303": _SEE_OTHER, "403": _REFUSED, "408": _SLOW, "413": large,
+                                           "415": unsupported}}},
         "/labels": {"post": {
             "summary": "A signed-in reviewer's thumbs-up/down (and note) on a decision, appended to labels/api.jsonl",
-            "requestBody": _form({"decision": _STRING, "value": {"type": "string", "enum": ["up", "down"]},
+            "requestBody": _form({"decision": {"type": "string", "minLength": 1, "maxLength": 1000},
+                                  "value": {"type": "string", "enum": ["up", "down"]},
                                   "note": {"type": "string", "maxLength": 1000}, **token, **following},
-                                 ["decision", "value", "csrf_token"]),
+                                 ["decision", "value"]),
             "responses": {"303": _SEE_OTHER, "400": _response("A bad field (the page says which)", _STRING, HTML),
                           "403": _REFUSED, "404": _response("No decision with this id was ever stored", _STRING,
                                                             HTML),
-                          "408": _SLOW, "413": large, "500": _response("Label not written", _STRING, HTML),
+                          "408": _SLOW, "413": large, "415": unsupported,
+                          "500": _response("Label not written", _STRING, HTML),
                           "503": _response("Decisions not loaded yet", _STRING, HTML)}}},
         "/static/honestyd.css": {"get": {"summary": "The pages' stylesheet",
                                          "responses": {"200": _response("CSS", _STRING, "text/css")}}},

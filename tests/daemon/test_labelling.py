@@ -152,3 +152,24 @@ def test_label_fields_refuse_what_cannot_be_a_label(fields: dict[str, str], prob
 def test_label_fields_take_a_label() -> None:
     assert label_fields({"decision": "d", "value": "up", "note": "  "}) == ("d", "up", None)
     assert label_fields({"decision": "d", "value": "down", "note": " why "}) == ("d", "down", "why")
+
+
+def test_a_body_that_is_not_a_form_is_415_never_a_500(backend: PageBackend) -> None:
+    async def test(client: Client) -> None:
+        for path in ("/login", "/logout", "/labels"):
+            for content_type in ("multipart/form-data", "application/json", "text/plain"):  # no boundary, no form
+                resp = await client.post(path, data=b"csrf_token=&decision=x", allow_redirects=False,
+                                         headers={"Content-Type": content_type})
+                assert resp.status == 415, (path, content_type, resp.status)
+
+    run(backend, test)
+
+
+def test_a_form_that_cannot_be_a_label_is_400_signed_in_or_not(backend: PageBackend) -> None:
+    async def test(client: Client) -> None:
+        for data in ({}, {"decision": "ada-1"}, {"decision": "ada-1", "value": "x"}, {"value": "up"}):
+            resp = await client.post("/labels", data=data, allow_redirects=False)
+            assert resp.status == 400, data
+        assert backend.appended == []
+
+    run(backend, test)

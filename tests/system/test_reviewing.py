@@ -170,7 +170,6 @@ def test_a_reviewer_signs_in_filters_to_failures_labels_a_row_and_signs_out(live
     assert all("failing" in tr.classes() for tr in rows)
     before = cells(row(failing, f"{SCORED}-3"))
     assert before["self_correction_rate"] == "—" and labels_on(row(failing, f"{SCORED}-3")) == []
-    _shot(b, "agent-page-failures.png")
 
     # 👎 with a note on "Fixed it.": the row shows it at once, and self-correction is now pending on it.
     note = '<b>no source</b> {{ 7*7 }} "quoted"'
