@@ -161,7 +161,8 @@ class HttpBackend(Scheduling):
         # one rate-limited line, not a traceback each (daemon/http/server.py). They are keyword arguments of the request
         # handler, passed straight through: an unknown one would make aiohttp drop them all, access_log=None
         # included, with only a warning.
-        key = await run_in(self.executors.requests, session_key, self._config.db_path.parent, self.environ)
+        # A thread of its own: the request threads may all be busy already (a test holds them), and this is once.
+        key = await asyncio.to_thread(session_key, self._config.db_path.parent, self.environ)
         runner = web.AppRunner(make_app(self, executor=self.executors.requests, session_key=key), access_log=None,
                                logger=HTTP_LOG, **HTTP_LIMITS)
         await runner.setup()

@@ -291,7 +291,8 @@ def test_migration_010_drops_the_modifications_of_logs_only(tmp_path: Path) -> N
         assert sorted(records.files) == ["docs/a.md", "docs/x.jsonl", "heartbeats/ada.jsonl", "labels/r.jsonl"]
         assert records.links == {} and len(records.files["heartbeats/ada.jsonl"].modified) == 5
     with Store.open(db) as store:
-        assert store.migrations()[-2:] == ["009_symlinks", "010_logs_keep_no_modifications"]
+        applied = store.migrations()
+        assert applied[applied.index("008_store_id") + 1:][:2] == ["009_symlinks", "010_logs_keep_no_modifications"]
         entries = store.file_entries()
         assert entries["heartbeats/ada.jsonl"].modified == entries["labels/r.jsonl"].modified == ()
         assert len(entries["docs/a.md"].modified) == len(entries["docs/x.jsonl"].modified) == 5
