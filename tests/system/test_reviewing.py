@@ -308,7 +308,8 @@ def test_from_the_demos_banner_to_a_labelled_decision_with_nothing_but_a_browser
         b.click_and_load("table.agents td a")  # the first agent's score: its page
         page = parse(b.html())
         first = next(tr for tr in page.iter("tr") if tr.attrs.get("id", "").startswith("d-"))
-        b.click_and_load(f"tr#{first.attrs['id']} button[value=down]")
+        took = b.click_and_load(f"tr#{first.attrs['id']} button[value=down]")
+        print(f"demo: click on 👎 → the page showing the label on its row: {took * 1000:.0f} ms")
         shown = labels_on(next(tr for tr in parse(b.html()).iter("tr") if tr.attrs.get("id") == first.attrs["id"]))
         assert [c for c, _ in shown] == ["down label mine"] and shown[0][1].startswith(f"👎 {reviewer} (you)")
     finally:
