@@ -19,6 +19,7 @@ from aiohttp import web
 from collectors.jsonl import LABEL_VALUES, MAX_NOTE
 from collectors.rfc3339 import format_ts, parse_ts
 from daemon.http import pages
+from daemon.http.api import is_text
 from daemon.http.backend import BACKEND, Backend
 from daemon.http.forms import from_elsewhere, read_form, see_other
 from daemon.http.guards import local_path, tokens_match
@@ -42,17 +43,10 @@ def label_fields(form: Mapping[str, str]) -> tuple[str, str, str | None] | str:
     if len(note) > MAX_NOTE:
         return f"the note is longer than {MAX_NOTE} characters"
     note = note.strip()
-    if not _is_text(decision) or not _is_text(note):
+    if not is_text(decision) or not is_text(note):
         return "the decision id or the note is not text (it holds a lone surrogate)"
     return decision, value, note or None
 
-
-def _is_text(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 async def shown(backend: Backend, decision: str, reviewer: str, ts: datetime, wait: float = LABEL_WAIT) -> bool:
