@@ -273,7 +273,6 @@ def test_the_index_shows_bands_sparklines_and_what_is_left_to_label(live: Runnin
     assert len([c for c in ada["spark"].iter("polyline") + ada["spark"].iter("circle")]) >= 1
     assert re.fullmatch(r"\d+", ada["unlabelled"].all_text())
     assert int(ada["unlabelled"].all_text()) <= 4  # four failing decisions, fewer once labelled
-    _shot(b, "index.png")
     b.goto(d.base + f"/agents/{SCORED}?window=24h")
     chart = next(s for s in parse(b.html()).iter("svg") if "chart" in s.classes())
     titles = [t.all_text() for t in chart.iter("title")]
@@ -305,6 +304,8 @@ def test_from_the_demos_banner_to_a_labelled_decision_with_nothing_but_a_browser
         b.type("#reviewer", reviewer)
         b.type("#token", token)
         b.click_and_load("form.login button")
+        b.goto(url.replace("/login", "/?sort=score"))
+        _shot(b, "index.png")
         b.click_and_load("table.agents td a")  # the first agent's score: its page
         page = parse(b.html())
         first = next(tr for tr in page.iter("tr") if tr.attrs.get("id", "").startswith("d-"))
