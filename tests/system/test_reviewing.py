@@ -191,10 +191,10 @@ def test_a_reviewer_signs_in_filters_to_failures_labels_a_row_and_signs_out(live
     b.goto(d.base + agent_page + "&only=failures")
     again = parse(b.html())
     assert labels_on(row(again, f"{SCORED}-3")) == shown and "recorded." not in again.all_text()
+    _shot(b, "agent-page.png")
     b.goto(d.base + agent_page + "&only=failures&unlabelled=1")
     unlabelled = parse(b.html())
     assert anchor(f"{SCORED}-3") not in {tr.attrs.get("id") for tr in unlabelled.iter("tr")}
-    _shot(b, "agent-page.png")
 
     # Sign out: the index again, no session, no label form anywhere.
     b.goto(d.base + agent_page)
