@@ -1,12 +1,17 @@
 """A backend for in-process tests of the pages, sign-in and labelling handlers (daemon/http/backend.py's protocol):
-a real state directory scored by the pure evaluation, the labels a test posts kept in memory and scored with it."""
+a real state directory scored by the pure evaluation, the labels a test posts kept in memory and scored with it; and
+the sign-in as a browser does it, on an aiohttp test client."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from dataclasses import replace
 from datetime import date, datetime
 from pathlib import Path
+from typing import Any
+
+from aiohttp.test_utils import TestClient
 
 from collectors.batch import scan_state
 from collectors.records import DayCounts, Label, Order
@@ -15,6 +20,9 @@ from daemon.config import Config, GitHub
 from daemon.snapshot import Counters, Snapshot, build_snapshot
 from scorers.context import Context, Records
 from scorers.score import AgentResult, evaluate_window
+
+#: The reviewers of the in-process tests, {name: token}.
+REVIEWERS = {"alice": "tok-alice", "maya": "tok-maya"}
 
 
 class PageBackend:
@@ -105,3 +113,20 @@ def with_config(backend: PageBackend, **api: object) -> PageBackend:
     """``backend`` with ``[api]`` settings changed (say public_url)."""
     backend._config = replace(backend._config, api=replace(backend._config.api, **api))  # type: ignore[arg-type]
     return backend
+
+
+async def form_token(client: TestClient[Any, Any], path: str = "/login") -> str:
+    """The form token on the page at ``path`` (the session's, set by the page when it had none)."""
+    resp = await client.get(path)
+    assert resp.status == 200
+    found = re.search(r'name="csrf_token" value="([^"]+)"', await resp.text())
+    assert found is not None
+    return found.group(1)
+
+
+async def login(client: TestClient[Any, Any], reviewer: str, token: str, next_path: str = "/", csrf: str | None = None,
+                headers: dict[str, str] | None = None) -> Any:
+    """POST /login as the sign-in form does (with the form token of a fresh GET /login unless ``csrf`` is given)."""
+    csrf = await form_token(client) if csrf is None else csrf
+    return await client.post("/login", data={"csrf_token": csrf, "reviewer": reviewer, "token": token,
+                                             "next": next_path}, allow_redirects=False, headers=headers or {})

@@ -16,8 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from daemon.http.app import make_app
 from daemon.http.labelling import LABEL_WAIT, label_fields
 from daemon.http.templating import anchor
-from tests.daemon.test_signin import REVIEWERS, login
-from tests.pagebackend import PageBackend
+from tests.pagebackend import REVIEWERS, PageBackend, login
 from tests.system.test_browser import SCORED, write_state
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

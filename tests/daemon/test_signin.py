@@ -4,7 +4,6 @@ server, a real state scored by the pure evaluation (tests/pagebackend.py), a clo
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,10 +15,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from daemon.http.app import make_app
 from daemon.http.sessions import COOKIE, SESSION_SECONDS, check_token, fingerprint, still_valid
 from daemon.http.signin import FAILURE_WINDOW, LIMITER, MOST_FAILURES
-from tests.pagebackend import PageBackend, with_config
+from tests.pagebackend import REVIEWERS, PageBackend, form_token, login, with_config
 from tests.system.test_browser import SCORED, write_state
 
-REVIEWERS = {"alice": "tok-alice", "maya": "tok-maya"}
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 
@@ -48,21 +46,6 @@ def run(backend: PageBackend, test: Callable[[Client, Clock], Awaitable[None]], 
             await test(client, clock)
 
     asyncio.run(main())
-
-
-async def form_token(client: Client, path: str = "/login") -> str:
-    resp = await client.get(path)
-    assert resp.status == 200
-    found = re.search(r'name="csrf_token" value="([^"]+)"', await resp.text())
-    assert found is not None
-    return found.group(1)
-
-
-async def login(client: Client, reviewer: str, token: str, next_path: str = "/", csrf: str | None = None,
-                headers: dict[str, str] | None = None) -> Any:
-    csrf = await form_token(client) if csrf is None else csrf
-    return await client.post("/login", data={"csrf_token": csrf, "reviewer": reviewer, "token": token,
-                                             "next": next_path}, allow_redirects=False, headers=headers or {})
 
 
 def test_a_right_token_signs_in_and_goes_to_next(backend: PageBackend) -> None:
