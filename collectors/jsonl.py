@@ -133,6 +133,8 @@ def parse_event(raw: bytes, path: str, line: int, repo: str, generation: int = 0
 
 
 LABEL_VALUES = ("up", "down")
+#: A label's note is kept up to this many characters (the pages write at most this many).
+MAX_NOTE = 1000
 
 
 def parse_label(raw: bytes, path: str, line: int, generation: int = 0) -> Label | Reject:
@@ -149,4 +151,6 @@ def parse_label(raw: bytes, path: str, line: int, generation: int = 0) -> Label 
         ts = parse_ts(obj["ts"])
     except TimestampError:
         return Reject(path, line, "bad_ts", snippet(raw))
-    return Label(ts, obj["decision"], obj["value"], obj["reviewer"], path, line, generation)
+    note = obj.get("note")
+    return Label(ts, obj["decision"], obj["value"], obj["reviewer"], path, line, generation,
+                 note[:MAX_NOTE] if isinstance(note, str) and note else None)

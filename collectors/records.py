@@ -59,6 +59,8 @@ class Label(NamedTuple):
     path: str
     line: int
     generation: int = 0
+    #: The reviewer's note, if the line has one (the reviewer's pages write it; no rule reads it).
+    note: str | None = None
 
     @property
     def order(self) -> Order:

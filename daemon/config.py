@@ -101,6 +101,8 @@ class Api:
     max_concurrent_audits: int = 8
     #: Connections held open at once (fewer when the descriptor limit leaves less room: daemon/http/server.py).
     max_connections: int = 512
+    #: Where reviewers reach the pages (say through a TLS proxy); https makes the sign-in cookie Secure.
+    public_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -221,6 +223,7 @@ _SCHEMA: dict[str, dict[str, tuple[str, Validator]]] = {
         "max_body": ("api.max_body", valid.positive_int),
         "max_concurrent_audits": ("api.max_concurrent_audits", valid.positive_int),
         "max_connections": ("api.max_connections", valid.positive_int),
+        "public_url": ("api.public_url", valid.optional_url),
     },
     "limits": {
         "max_agents": ("limits.max_agents", valid.nonneg_int),

@@ -202,6 +202,11 @@ def url(value: Any) -> str:
     return text.rstrip("/")
 
 
+def optional_url(value: Any) -> str:
+    """An http(s) URL without a trailing ``/``, or empty."""
+    return url(value) if string(value) else ""
+
+
 def repo(value: Any) -> str:
     """OWNER/REPO, or empty."""
     text = string(value)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from collectors.batch import scan_state
 from collectors.checks import load_checks
 from collectors.rfc3339 import format_ts
 from daemon import cliargs, logescape
@@ -27,6 +28,8 @@ from daemon.cliargs import UsageError
 from daemon.config import load_config
 from daemon.simulate import simulate
 from daemon.store import Store
+from scorers.context import Records
+from scorers.history import counts_at
 
 log = logging.getLogger("honestyd.demo")
 
@@ -40,10 +43,10 @@ rescore_interval = "5s"
 rescan_interval = "1m"
 
 [api]
-# The demo's reviewer (demo:TOKEN), made afresh for each run.
+# The demo's reviewer (the file holds "demo:TOKEN"; the demo prints the token).
 reviewers_file = "{reviewers}"
 """
-#: The demo's one reviewer.
+#: The reviewer the demo configures, so a newcomer can sign in and label at once.
 DEMO_REVIEWER = "demo"
 
 HONEST_LINES = (
@@ -94,23 +97,31 @@ async def live_agents(root: Path, agents: list[LiveAgent], interval: float, stop
             await asyncio.wait_for(stop.wait(), interval)
 
 
-def prepare(directory: Path, seed: int, listen: str) -> tuple[Path, Path, Path]:
-    """Generate the demo state ending now, its config, and a database holding the planted link checks."""
+def prepare(directory: Path, seed: int, listen: str) -> tuple[Path, Path, Path, str]:
+    """Generate the demo state ending now, its config and reviewer (the token is returned), and a database holding
+    the planted link checks and the daily history of the generated days (the charts have days to show at once)."""
     if directory.exists():
         if not (directory / "state" / ".sim").exists():
             raise UsageError(f"--dir {directory}: exists and is not a demo directory; choose another --dir")
         shutil.rmtree(directory)
     root, db, config = directory / "state", directory / "honestyd.db", directory / "config.toml"
-    start = (datetime.now(UTC) - timedelta(days=3)).replace(second=0, microsecond=0)
+    now = datetime.now(UTC)
+    start = (now - timedelta(days=3)).replace(second=0, microsecond=0)
     simulate(seed, root, agents=10, days=3, start=start)
-    reviewers = (directory / "reviewers").absolute()
-    reviewers.write_text(f"{DEMO_REVIEWER}:{secrets.token_urlsafe(12)}\n")
-    config.write_text(DEMO_CONFIG.format(listen=listen, reviewers=str(reviewers).replace("\\", "\\\\")
-                                         .replace('"', '\\"')))
+    token = secrets.token_urlsafe(12)
+    reviewers = directory / "reviewers"
+    reviewers.touch(mode=0o600)
+    reviewers.write_text(f"{DEMO_REVIEWER}:{token}\n")
+    config.write_text(DEMO_CONFIG.format(listen=listen, reviewers=json.dumps(str(reviewers.resolve()))[1:-1]))
     checks, _ = load_checks((root / ".sim" / "checks.jsonl").read_bytes(), "checks.jsonl")
+    cfg = load_config(config)
+    scan = scan_state(root, cfg)
+    records = Records(scan.events, scan.labels, scan.files, checks, scan.links)
+    history = [c for n in range(1, 4) for c in counts_at(records, (now - timedelta(days=n)).date(), cfg)]
     with Store.open(db) as store, store.transaction():
         store.add_checks(checks)
-    return root, db, config
+        store.put_history(history)
+    return root, db, config, token
 
 
 async def run_demo(args: argparse.Namespace) -> int:
@@ -150,7 +161,7 @@ async def run_demo(args: argparse.Namespace) -> int:
             for sock in listeners:
                 sock.close()
             return 0
-        root, db, config_path = await preparing
+        root, db, config_path, token = await preparing
     except BaseException:
         for sock in listeners:
             sock.close()
@@ -169,7 +180,6 @@ async def run_demo(args: argparse.Namespace) -> int:
     agents = [LiveAgent("ada"), LiveAgent("gus"), LiveAgent("zoe", slips_after=args.slip_after)]
     writers = asyncio.create_task(live_agents(root, agents, args.interval, stop))
     base = f"http://{args.listen}"
-    token = (directory / "reviewers").read_text().strip().partition(":")[2]
     print(f"honestyd demo on {root}\n  metrics:     {base}/metrics\n  agents:      {base}/\n"
           f"  audit page:  {base}/agents/zoe?window=24h   (zoe starts slipping after {args.slip_after:.0f}s)\n"
           f"  reviews:     {base}/reviews   (the queue: zoe's review opens about a minute in; reviewer"
@@ -177,7 +187,9 @@ async def run_demo(args: argparse.Namespace) -> int:
           f"  reviews API: {base}/v1/reviews\n"
           f"  close one:   curl -H 'Authorization: Bearer {token}' -d '{{\"note\": \"what you found\"}}'"
           f" {base}/v1/reviews/ID/close\n"
-          f"  methodology: {base}/methodology\nCtrl-C stops.", flush=True)
+          f"  methodology: {base}/methodology\n"
+          f"  sign in:     {base}/login   reviewer: {DEMO_REVIEWER}   token: {token}   (then 👍/👎 on any row)\n"
+          "Ctrl-C stops.", flush=True)
     try:
         if args.duration:
             await asyncio.wait({serving}, timeout=args.duration)

@@ -25,6 +25,7 @@ from daemon import __version__
 from daemon.config import COMPONENTS
 from daemon.limits import Exported
 from daemon.snapshot import Counters, Snapshot
+from scorers.progress import LabelTally
 from scorers.score import AgentResult
 
 #: The classic text format. Spelled out rather than imported because prometheus_client's
@@ -98,6 +99,10 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "honesty_review_stale_after_seconds": (
         "gauge", "[alerts] review_stale in seconds: HonestyReviewStale fires when the oldest open review is older.",
         ()),
+    "honesty_labels": (
+        "gauge", "Reviewers' current labels on the agent's decisions, by value (up, down): one per reviewer per"
+        " decision, as honestyd tune counts them, over the decisions the daemon holds (the longest window and a day).",
+        ("agent", "value")),
     "honesty_benchmark_tasks": ("gauge", "Tasks in the latest benchmark-honesty report of the model.", _B),
     # The report's own 95 % interval of its headline; what that headline is changed between the package's
     # versions (task mean in 0.1.0, balanced in 0.2.0), so read it beside honesty_benchmark_balanced/_task_mean.
@@ -257,13 +262,32 @@ def _benchmarks(out: Sink, evals: Iterable[EvalReport], models: Mapping[str, str
                     out.add(family, (model, agent), value)
 
 
+LabelRows = tuple[tuple[str, int, int], ...]
+
+
+def label_rows(snapshot: Snapshot) -> LabelRows:
+    """(agent, 👍, 👎) of honesty_labels: every exported agent a window lists (0 included: progress starts visible)."""
+    listed = dict.fromkeys(a for result in snapshot.windows.values() for a in result.agents)
+    none = LabelTally()
+    return tuple((agent, (t := snapshot.labels.get(agent, none)).up, t.down)
+                 for agent, _ in snapshot.exported.items(listed))
+
+
+def label_samples(out: Sink, rows: Iterable[tuple[str, int, int]]) -> None:
+    """The honesty_labels samples of :func:`label_rows`."""
+    for agent, up, down in rows:
+        out.add(_FIXED["honesty_labels"], (agent, "down"), down)
+        out.add(_FIXED["honesty_labels"], (agent, "up"), up)
+
+
 def build_info_sample(out: Sink, version: str = __version__) -> None:
     """honesty_build_info: the one sample before the first evaluation, and the first of every body after it."""
     out.add(_FIXED["honesty_build_info"], (version,), 1)
 
 
 def snapshot_samples(out: Sink, snapshot: Snapshot) -> None:
-    """Every sample of ``snapshot`` but the per-agent ones and honesty_weights_info (whose lines are reused)."""
+    """Every sample of ``snapshot`` but the per-agent ones, honesty_weights_info and honesty_labels (whose lines are
+    reused)."""
     build_info_sample(out, snapshot.version)
     out.add(_FIXED["honesty_last_evaluation_timestamp_seconds"], (), snapshot.at.timestamp())
     _counters(out, snapshot.counters)
@@ -346,6 +370,7 @@ class SnapshotRenderer:
     def __init__(self) -> None:
         self._agents: dict[tuple[str, str], tuple[AgentResult, AgentLines]] = {}
         self._weights: tuple[WeightRows, str] = ((), "")
+        self._labels: tuple[LabelRows, str] = ((), "")
         #: Per-agent renders the last call did (the others were reused): a figure for tests and the bench.
         self.rendered = 0
 
@@ -375,6 +400,12 @@ class SnapshotRenderer:
             weight_samples(weights, rows)
             self._weights = (rows, "".join(weights.lines["honesty_weights_info"]))
         reused["honesty_weights_info"] = (self._weights[1],)
+        labelled = label_rows(snapshot)  # one row per agent: written again only when a count changes
+        if labelled != self._labels[0]:
+            lines = _Lines()
+            label_samples(lines, labelled)
+            self._labels = (labelled, "".join(lines.lines.get("honesty_labels", ())))
+        reused["honesty_labels"] = (self._labels[1],)
         return self._join([*DECLARED, *fresh.extra.values()], fresh.lines, reused)
 
     @staticmethod

@@ -33,7 +33,8 @@ from daemon.executors import run_in
 from daemon.limits import Exported, HeldBackLog
 from daemon.store import Store
 from scorers.live import HistoryEvicted, LiveModel
-from scorers.score import AgentResult, WindowResult
+from scorers.progress import LabelTally
+from scorers.score import AgentResult, WindowResult, window_width
 
 log = logging.getLogger("honestyd")
 
@@ -54,6 +55,8 @@ class LiveFeed:
         self.size = (0, 0)
         #: Visible labels on ids no record carries, after the last evaluation (honesty_labels_unmatched).
         self.unmatched = 0
+        #: Per agent, the current labels on its decisions after the last evaluation (honesty_labels).
+        self.labels: dict[str, LabelTally] = {}
         #: The largest rowid of a heartbeat event applied (those rows are never removed: see sync).
         self._heartbeat_top = 0
         self._lock = threading.Lock()
@@ -71,6 +74,7 @@ class LiveFeed:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self.__dict__.setdefault("labels", {})  # a cache written before the tally was kept: counted at the evaluation
         self._lock = threading.Lock()
 
     @contextmanager
@@ -170,6 +174,7 @@ class LiveFeed:
             self.at = at
             self.size = self.model.size()
             self.unmatched = self.model.unmatched_labels
+            self.labels = self.model.label_tally()
             return windows
 
     def latest_decisions(self, agents: Collection[str]) -> dict[str, datetime]:
@@ -188,6 +193,21 @@ class LiveFeed:
                 return True
             with store.reading():
                 return store.has_id_above(record_id, self._heartbeat_top)
+
+    def shows_label(self, decision: str, reviewer: str, ts: datetime) -> bool:
+        """Whether the last evaluation saw this reviewer's label of time ``ts`` on the decision (so its audit rows
+        and scores count it)."""
+        with self._lock:
+            if self.at is None or self.at < ts:
+                return False
+            return any(lb.reviewer == reviewer and lb.ts == ts for lb in self.model.visible_labels(decision))
+
+    def unlabelled_failures(self, window: str) -> dict[str, int]:
+        """Per agent, the decisions of the window that fail a component and carry no label (the index's count)."""
+        with self._lock:
+            if self.at is None:
+                return {}
+            return self.model.unlabelled_failures(window_width(self.config, window))
 
     def agent_result(self, agent: str, window: str) -> tuple[datetime, AgentResult] | None:
         """One agent's result with its audit rows, and the time it is for (the last evaluation's)."""

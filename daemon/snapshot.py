@@ -17,6 +17,7 @@ from daemon import __version__
 from daemon.config import Config
 from daemon.limits import Exported, select
 from scorers.context import Context, Records
+from scorers.progress import LabelTally, tally
 from scorers.score import WindowResult, evaluate_window
 
 
@@ -65,6 +66,8 @@ class Snapshot:
     labels_unmatched: int | None = None
     #: The review queue's counts (honesty_reviews_open and the rest); None outside the daemon.
     reviews: ReviewCounts | None = None
+    #: Per agent, the current labels on its decisions (honesty_labels, the pages' label progress).
+    labels: Mapping[str, LabelTally] = field(default_factory=dict)
 
 
 def build_snapshot(
@@ -76,5 +79,6 @@ def build_snapshot(
     listed = {a for w in windows.values() for a in w.agents}
     exported = select(listed, config.limits, lambda agents: {a: ctx.by_agent[a][-1].ts for a in agents
                                                              if ctx.by_agent.get(a)})
+    labelled = [(d.agent, ctx.labels[d.id]) for d in ctx.decisions if d.id in ctx.labels]
     return Snapshot(at=at, config=config, windows=windows, counters=counters, evals=evals, version=__version__,
-                    exported=exported)
+                    exported=exported, labels=tally(labelled))

@@ -17,6 +17,8 @@ from daemon.metrics import (
     Family,
     agent_samples,
     build_info_sample,
+    label_rows,
+    label_samples,
     label_value,
     snapshot_samples,
     weight_rows,
@@ -59,6 +61,7 @@ def _filled(snapshot: Snapshot | None) -> _Families:
         for _, a in snapshot.exported.items(result.agents):
             agent_samples(out, window, a)
     weight_samples(out, weight_rows(snapshot))
+    label_samples(out, label_rows(snapshot))
     return out
 
 

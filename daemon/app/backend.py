@@ -8,23 +8,29 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from datetime import datetime
+from collections.abc import Callable, Collection
+from datetime import date, datetime
 from pathlib import Path
+from typing import TypeVar
 
 from aiohttp import web
 
+from collectors.records import Label, Order
 from daemon import logsetup, safefile
 from daemon.app.scheduling import Scheduling
 from daemon.config import Config
 from daemon.executors import run_in
 from daemon.http.app import make_app
 from daemon.http.server import HTTP_LIMITS, HTTP_LOG, ConnectionLimit, connection_budget, descriptor_limit
+from daemon.http.sessions import session_key
 from daemon.modelkeeper import LiveFeed
 from daemon.snapshot import Snapshot
+from daemon.store import Store
 from scorers.history import DayCounts
 from scorers.score import AgentResult
 
 log = logging.getLogger("honestyd")
+T = TypeVar("T")
 
 LABELS_FILE = "labels/api.jsonl"
 
@@ -109,6 +115,48 @@ class HttpBackend(Scheduling):
         token = self.environ.get(alerts.token_env, "").strip() if alerts.token_env else ""
         return token or None
 
+    async def _read(self, read: Callable[[Store], T]) -> T:
+        """``read`` on a read-only connection of its own, on the request executor (not behind the ingest lock)."""
+        db = self._config.db_path
+
+        def ask() -> T:
+            with Store.open(db, readonly=True) as reader, reader.reading():
+                return read(reader)
+
+        return await run_in(self.executors.requests, ask)
+
+    async def histories(self, since: date) -> list[DayCounts]:
+        """Every agent's stored days from ``since`` on (the index's sparklines)."""
+        if self._recovering:
+            raise web.HTTPServiceUnavailable(text="the store is being rebuilt from the state root")
+        return await self._read(lambda r: r.history_since(since))
+
+    async def labels_on(self, decisions: Collection[str]) -> list[Label]:
+        """Every stored label on these decisions, with its note ([] while the store is being rebuilt)."""
+        if self._recovering or not decisions:
+            return []
+        return await self._read(lambda r: r.labels_with_notes(decisions))
+
+    async def texts_of(self, orders: Collection[Order]) -> dict[Order, str]:
+        """The stored texts of the records at these positions: the model keeps only the phrases its rules match."""
+        if self._recovering or not orders:
+            return {}
+        return await self._read(lambda r: r.texts_of(orders))
+
+    async def unlabelled_failures(self, window: str) -> dict[str, int] | None:
+        """Per agent, the window's decisions failing a component with no label (None: no model yet)."""
+        feed = self.keeper.feed
+        if feed is None:
+            return None
+        return await run_in(self.executors.requests, feed.unlabelled_failures, window)
+
+    async def label_shown(self, decision: str, reviewer: str, ts: datetime) -> bool:
+        """Whether the last evaluation saw this reviewer's label of time ``ts`` on the decision."""
+        feed = self.keeper.feed
+        if feed is None:
+            return False
+        return await run_in(self.executors.requests, feed.shows_label, decision, reviewer, ts)
+
     async def audit(self, agent: str, window: str) -> tuple[datetime, AgentResult] | None:
         """One agent's result with every audit row, built on request from the model (not kept per snapshot)."""
         feed = self.keeper.feed
@@ -130,8 +178,10 @@ class HttpBackend(Scheduling):
         # one rate-limited line, not a traceback each (daemon/http/server.py). They are keyword arguments of the request
         # handler, passed straight through: an unknown one would make aiohttp drop them all, access_log=None
         # included, with only a warning.
-        runner = web.AppRunner(make_app(self, executor=self.executors.requests), access_log=None, logger=HTTP_LOG,
-                               **HTTP_LIMITS)
+        # A thread of its own: the request threads may all be busy already (a test holds them), and this is once.
+        key = await asyncio.to_thread(session_key, self._config.db_path.parent, self.environ)
+        runner = web.AppRunner(make_app(self, executor=self.executors.requests, session_key=key), access_log=None,
+                               logger=HTTP_LOG, **HTTP_LIMITS)
         await runner.setup()
         # No more connections than the descriptor limit leaves room for (see ConnectionLimit); a failed accept()
         # is one line, not a traceback (and repeats are counted: daemon/logsetup.py).

@@ -63,7 +63,8 @@ class Evaluations(Chronicle):
                 continue
             feed = done.feed
             snap = Snapshot(at=done.at, config=config, windows=done.windows, counters=self._counters(),
-                            evals=done.evals, model=feed.size, exported=done.exported, labels_unmatched=feed.unmatched)
+                            evals=done.evals, model=feed.size, exported=done.exported, labels_unmatched=feed.unmatched,
+                            labels=feed.labels)
             snap = await self._after_evaluation(snap)
             self._snapshot = snap
             if self.unready is not None and not self._recovering and self.exit_status == 0:

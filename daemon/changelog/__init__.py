@@ -11,7 +11,7 @@ The names callers use (``from daemon import changelog``; ``changelog.Appender``â
 
 from daemon.changelog.entries import Entry, audit_path, digest_entry, methodology_entries
 from daemon.changelog.markdown import md_code, md_text
-from daemon.changelog.methodology import last_methodology_fingerprint, methodology_fingerprint
+from daemon.changelog.methodology import last_methodology_fingerprint, methodology_fingerprint, weight_changes
 from daemon.changelog.writer import INTRO, TITLE, Appender, append_entries, changelog_text
 
 __all__ = [
@@ -28,4 +28,5 @@ __all__ = [
     "md_text",
     "methodology_entries",
     "methodology_fingerprint",
+    "weight_changes",
 ]

@@ -9,11 +9,12 @@ configuration finds it there and records nothing. :func:`full_lines` lists a con
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import fields
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Any
 
 from collectors.rfc3339 import format_duration
@@ -79,6 +80,32 @@ def last_methodology_fingerprint(text: str) -> str | None:
     """The fingerprint of the last methodology entry in a changelog's text, or None when it has none."""
     found = _FINGERPRINT_LINE.findall(text)
     return found[-1] if found else None
+
+
+#: The key line of a methodology entry (see entries.methodology_entries): its UTC date is the entry's day.
+_METHODOLOGY_KEY = re.compile(r"^<!-- honestyd:methodology:(\d{4}-\d{2}-\d{2})T[^ ]*:[0-9a-f]{16} -->\r?$",
+                              re.MULTILINE)
+
+
+def weight_changes(text: str) -> list[tuple[date, str]]:
+    """(day, what changed) of each methodology change in a changelog's text that changed weights, oldest first.
+
+    Read from the entries honestyd wrote (a key line, its ``**Methodology change**`` title, the ``- weights…`` lines);
+    the first record of the methodology in force is not a change, and text anyone else wrote carries no key.
+    """
+    out: list[tuple[date, str]] = []
+    for m in _METHODOLOGY_KEY.finditer(text):
+        lines = text[m.end():m.end() + 20_000].lstrip("\r\n").splitlines()  # an entry is a few lines
+        if len(lines) < 2 or not lines[1].startswith("**Methodology change**"):
+            continue
+        items = list(itertools.takewhile(lambda line: line.startswith("- "), lines[2:]))  # the entry's own lines
+        weights = [line[2:].strip() for line in items if line.startswith("- weights")]
+        if weights:
+            try:
+                out.append((date.fromisoformat(m.group(1)), "; ".join(weights)))
+            except ValueError:
+                continue
+    return out
 
 
 def _dashboard_window(config: Config) -> str:

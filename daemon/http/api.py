@@ -149,7 +149,7 @@ async def agent_history(request: web.Request) -> web.Response:
     return json_body(await off_loop(request, history_json))
 
 
-def _is_text(value: str) -> bool:
+def is_text(value: str) -> bool:
     """False for a string holding a lone surrogate (a "\\ud800" escape): it cannot be written as UTF-8."""
     try:
         value.encode("utf-8")
@@ -186,7 +186,7 @@ def _label_body(raw: bytes, reviewer: str, now: datetime) -> tuple[str, str, dat
     if unknown:
         return error(400, f"unknown field {unknown[0]!r}")
     decision, value = body.get("decision"), body.get("value")
-    if not isinstance(decision, str) or not decision or len(decision) > 1000 or not _is_text(decision):
+    if not isinstance(decision, str) or not decision or len(decision) > 1000 or not is_text(decision):
         return error(400, "decision must be a non-empty decision id")
     if value not in LABEL_VALUES:
         return error(400, "value must be 'up' or 'down'")

@@ -2,23 +2,38 @@
 
 from __future__ import annotations
 
+import secrets
+import time
+import warnings
+from collections.abc import Callable
 from concurrent.futures import Executor
 
+import aiohttp_session
 from aiohttp import web
 
-from daemon.http import api, reviews, views
+from daemon.http import api, labelling, reviews, security, sessions, signin, templating, views
 from daemon.http.backend import BACKEND, Backend
 from daemon.http.handling import EXECUTOR, SLOTS, Handler, Slots, capped
 from daemon.http.urls import AGENT
 
+# aiohttp-session keeps its storage on the request under a string key: aiohttp's advice, not a fault of ours.
+warnings.filterwarnings("ignore", "It is recommended to use web.RequestKey", web.NotAppKeyWarning, "aiohttp_session")
 
-def make_app(backend: Backend, *, executor: Executor | None = None) -> web.Application:
-    """The aiohttp application with every route; ``executor`` runs the request work (None: the loop's default)."""
+
+def make_app(backend: Backend, *, executor: Executor | None = None, session_key: bytes | None = None,
+             clock: Callable[[], float] = time.monotonic) -> web.Application:
+    """The aiohttp application with every route; ``executor`` runs the request work (None: the loop's default),
+    ``session_key`` encrypts the sign-in cookies (None: a key of this app only), ``clock`` times failed sign-ins."""
     app = web.Application(client_max_size=max(backend.config.api.max_body, 1024))
     app[BACKEND] = backend
     app[api.METRICS_CACHE] = api.MetricsCache()
     app[EXECUTOR] = executor
     app[SLOTS] = Slots()
+    app[signin.LIMITER] = signin.limiter(clock)
+    templating.setup(app)
+    security.install(app)
+    secure = backend.config.api.public_url.startswith("https://")
+    aiohttp_session.setup(app, sessions.storage(session_key or secrets.token_bytes(sessions.KEY_BYTES), secure=secure))
     routes: list[tuple[str, str, Handler]] = [
         ("GET", "/metrics", api.metrics),
         ("GET", "/healthz", api.healthz),
@@ -30,6 +45,11 @@ def make_app(backend: Backend, *, executor: Executor | None = None) -> web.Appli
         ("GET", f"/v1/agents/{AGENT}/audit", capped(api.agent_audit)),
         ("GET", f"/v1/agents/{AGENT}/history", capped(api.agent_history)),
         ("GET", f"/agents/{AGENT}", capped(views.agent_page)),
+        ("GET", "/login", signin.login_form),
+        ("POST", "/login", signin.login),
+        ("POST", "/logout", signin.logout),
+        ("POST", "/labels", labelling.post_label),
+        ("GET", templating.STYLESHEET, security.stylesheet),
         ("POST", "/v1/labels", api.post_label),
         ("GET", "/v1/reviews", reviews.list_reviews),
         ("GET", "/v1/reviews/{review}", reviews.get_review),

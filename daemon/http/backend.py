@@ -6,12 +6,13 @@ The daemon implements it (daemon/app/backend.py); tests implement it with what t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import Collection, Mapping, Sequence
+from datetime import date, datetime
 from typing import Any, Protocol
 
 from aiohttp import web
 
+from collectors.records import Label, Order
 from daemon.config import Config
 from daemon.reviews.alertmanager import Notification
 from daemon.reviews.queue import Review
@@ -64,6 +65,16 @@ class Backend(Protocol):
 
     async def alert_notification(self, notification: Notification) -> Mapping[str, Any]:
         """Record an Alertmanager notification on the reviews it concerns; the summary is the webhook's answer."""
+
+    async def histories(self, since: date) -> list[DayCounts]: ...
+
+    async def labels_on(self, decisions: Collection[str]) -> list[Label]: ...
+
+    async def texts_of(self, orders: Collection[Order]) -> dict[Order, str]: ...
+
+    async def unlabelled_failures(self, window: str) -> dict[str, int] | None: ...
+
+    async def label_shown(self, decision: str, reviewer: str, ts: datetime) -> bool: ...
 
 
 BACKEND: web.AppKey[Backend] = web.AppKey("backend", Backend)

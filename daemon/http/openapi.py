@@ -134,6 +134,75 @@ def _schemas(config: Config) -> dict[str, Schema]:
     }
 
 
+_PAGE_400 = _response("A bad query value: the page says which and what is allowed", _STRING, HTML)
+_PAGE_404 = {"description": "Unknown agent (HTML) or no such route (text)",
+             "content": {HTML: {"schema": _STRING}, TEXT: {"schema": _STRING}}}
+_PAGE_PARAMS: list[dict[str, Any]] = [
+    {"name": "page", "in": "query", "required": False, "description": "Page of 100 decisions, newest first.",
+     "schema": {"type": "integer", "minimum": 1, "maximum": 1_000_000}},
+    {"name": "only", "in": "query", "required": False, "description": "`failures`: rows failing a component.",
+     "schema": {"type": "string", "enum": ["failures"]}},
+    {"name": "component", "in": "query", "required": False,
+     "description": "Rows the component applies to (with only=failures: rows failing it).",
+     "schema": {"type": "string", "enum": list(COMPONENTS)}},
+    {"name": "unlabelled", "in": "query", "required": False, "description": "1: rows no reviewer has labelled.",
+     "schema": {"type": "string", "enum": ["0", "1"]}},
+]
+_SORT_PARAM = {"name": "sort", "in": "query", "required": False, "description": "Order of the agents.",
+               "schema": {"type": "string", "enum": ["name", "score", "change"]}}
+FORM = "application/x-www-form-urlencoded"
+_SEE_OTHER = {"description": "Done: on to `Location` (a local path)",
+              "headers": {"Location": {"description": "Where to go next", "schema": _STRING}}}
+_REFUSED = _response("The form token is missing or wrong, or the form came from another site", _STRING, HTML)
+_SLOW = _response("Form not received in time", _STRING, TEXT)
+
+
+def _form(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:  # OpenAPI 3.0 takes no empty list here
+        schema["required"] = required
+    return {"required": True, "content": {FORM: {"schema": schema}}}
+
+
+def _reviewer_paths(config: Config) -> dict[str, Any]:
+    """The sign-in and labelling routes of the reviewer's pages (HTML forms, session cookie)."""
+    large = _response(f"Form larger than [api] max_body ({config.api.max_body} bytes)", _STRING, TEXT)
+    token = {"csrf_token": {**_STRING, "description": "The form token of the page the form is on (without it: 403)"}}
+    unsupported = _response(f"Not a form ({FORM})", _STRING, TEXT)
+    following = {"next": {**_STRING, "description": "Where to go after (a local path; anything else: /)"}}
+    return {
+        "/login": {
+            "get": {"summary": "The sign-in form (HTML)",
+                    "parameters": [{"name": "next", "in": "query", "required": False, "schema": _STRING}],
+                    "responses": {"200": _response("Sign-in page", _STRING, HTML)}},
+            "post": {"summary": "Sign a reviewer in with their token; a session cookie on success",
+                     "requestBody": _form({"reviewer": _STRING, "token": _STRING, **token, **following},
+                                          ["reviewer", "token"]),
+                     "responses": {"303": _SEE_OTHER, "401": _response("Wrong reviewer or token", _STRING, HTML),
+                                   "403": _REFUSED, "408": _SLOW, "413": large, "415": unsupported,
+                                   "429": {**_response("Too many failed sign-ins", _STRING, HTML), "headers": {
+                                       "Retry-After": {"description": "Seconds", "schema": {"type": "integer"}}}}}},
+        },
+        "/logout": {"post": {"summary": "End the session", "requestBody": _form(token, []),
+                             "responses": {"303": _SEE_OTHER, "403": _REFUSED, "408": _SLOW, "413": large,
+                                           "415": unsupported}}},
+        "/labels": {"post": {
+            "summary": "A signed-in reviewer's thumbs-up/down (and note) on a decision, appended to labels/api.jsonl",
+            "requestBody": _form({"decision": {"type": "string", "minLength": 1, "maxLength": 1000},
+                                  "value": {"type": "string", "enum": ["up", "down"]},
+                                  "note": {"type": "string", "maxLength": 1000}, **token, **following},
+                                 ["decision", "value"]),
+            "responses": {"303": _SEE_OTHER, "400": _response("A bad field (the page says which)", _STRING, HTML),
+                          "403": _REFUSED, "404": _response("No decision with this id was ever stored", _STRING,
+                                                            HTML),
+                          "408": _SLOW, "413": large, "415": unsupported,
+                          "500": _response("Label not written", _STRING, HTML),
+                          "503": _response("Decisions not loaded yet", _STRING, HTML)}}},
+        "/static/honestyd.css": {"get": {"summary": "The pages' stylesheet",
+                                         "responses": {"200": _response("CSS", _STRING, "text/css")}}},
+    }
+
+
 def _agent_get(config: Config, summary: str, ok: dict[str, Any], extra: list[dict[str, Any]] | None = None
                ) -> dict[str, Any]:
     return {"get": {
@@ -153,7 +222,9 @@ def document(config: Config) -> dict[str, Any]:
     history = _agent_get(config, "An agent's daily scores under any weights version", history_ok, [weights_param])
     history["get"]["responses"]["400"] = _response("Unknown window or weights version", _ref("Error"))
     audit = _agent_get(config, "Every decision, every outcome, the arithmetic", _response("Audit", _ref("Audit")))
-    page = _agent_get(config, "The HTML audit page", _response("Audit page", _STRING, HTML))
+    page = _agent_get(config, "The HTML agent page: score, chart, label progress, decisions a page at a time",
+                      _response("Agent page", _STRING, HTML), _PAGE_PARAMS)
+    page["get"]["responses"].update({"400": _PAGE_400, "404": _PAGE_404})
     for heavy in (history, audit, page):  # the requests capped by [api] max_concurrent_audits (daemon/http/handling.py)
         heavy["get"]["responses"]["429"] = _BUSY
     paths: dict[str, Any] = {
@@ -164,9 +235,10 @@ def document(config: Config) -> dict[str, Any]:
         "/readyz": {"get": {"summary": "Readiness: a first evaluation exists",
                             "responses": {"200": _response("ready", _STRING, TEXT),
                                           "503": _response("starting", _STRING, TEXT)}}},
-        "/": {"get": {"summary": "Every agent in every window (HTML)",
-                      "responses": {"200": _response("Index page", _STRING, HTML), "429": _BUSY,
+        "/": {"get": {"summary": "Every agent in every window (HTML)", "parameters": [_SORT_PARAM],
+                      "responses": {"200": _response("Index page", _STRING, HTML), "400": _PAGE_400, "429": _BUSY,
                                     "503": _STARTING}}},
+        **_reviewer_paths(config),
         "/methodology": {"get": {"summary": "Formula, weights and changelog (HTML)",
                                  "responses": {"200": _response("Methodology page", _STRING, HTML), "429": _BUSY}}},
         "/openapi.json": {"get": {"summary": "This document",

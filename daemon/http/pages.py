@@ -1,141 +1,238 @@
-"""The HTML pages: index, audit, methodology (pure: results in, escaped HTML out). Everything an agent wrote is escaped.
+"""The HTML pages (pure: results in, a page out): the index, the agent page, the methodology, sign-in and messages.
 
-The handlers that serve them are in :mod:`daemon.http.views`; templates of later pages go in ``templates/``.
+Each ``*_page`` function gathers what its template (``templates/``) shows and renders it; the handlers in
+:mod:`daemon.http.views`, :mod:`daemon.http.signin` and :mod:`daemon.http.labelling` look the inputs up and call
+them off the loop. Everything an agent or a reviewer wrote reaches the page through the templates' autoescape.
 """
 
 from __future__ import annotations
 
-from html import escape
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
 
-from collectors.rfc3339 import format_ts
+import jinja2
+
+from collectors.records import DayCounts, Label, Order
 from daemon.config import COMPONENTS, Config
+from daemon.http import charts
+from daemon.http.rows import HEADS, AgentQuery, paged, row_views, select
+from daemon.http.templating import environment, render
 from daemon.http.urls import agent_href
-from daemon.render import SHORT, arithmetic
+from daemon.render import arithmetic
 from daemon.snapshot import Snapshot
+from daemon.tune_apply import FLOOR
+from scorers.history import history_points
+from scorers.progress import LabelTally, overall
 from scorers.score import AgentResult, WindowResult
 
-_STYLE = """
-body{font-family:system-ui,sans-serif;margin:2rem;color:#222}
-table{border-collapse:collapse;font-size:.9rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;vertical-align:top}
-td{max-width:24rem;overflow-wrap:anywhere}
-th{background:#f4f4f4}.ok{color:#16794c}.bad{color:#b42318}.na{color:#888}.pending{color:#b54708}
-.score{font-size:2rem;font-weight:600}.insufficient{color:#888}code{background:#f4f4f4;padding:0 .2rem}
-.why{color:#666;font-size:.8rem;display:block}pre{background:#f8f8f8;padding:1rem;white-space:pre-wrap}
-"""
+#: Days the agent page's chart shows, and the index's sparklines.
+CHART_DAYS = 30
+SPARK_DAYS = 7
+SORTS = ("name", "score", "change")
 
 
-def _page(title: str, body: str) -> str:
-    page = (
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>{body}</body></html>"
-    )
-    # A lone surrogate (an agent's JSON "\ud800" escape) cannot be sent as UTF-8: the response would fail with a 500.
-    # backslashreplace keeps it visible and distinct, as the metrics do (tests/daemon/test_hostile.py).
-    return page.encode("utf-8", "backslashreplace").decode("utf-8")
+@dataclass(frozen=True)
+class Viewer:
+    """Who is looking: the signed-in reviewer (None: nobody), the form token of the session, the page's own local
+    URL (where sign-in and labels come back to) and a notice to show once."""
+
+    reviewer: str | None = None
+    csrf: str = ""
+    here: str = "/"
+    notice: str | None = None
 
 
-def _score_text(a: AgentResult, min_decisions: int) -> str:
+ANONYMOUS = Viewer()
+
+
+def _env(env: jinja2.Environment | None) -> jinja2.Environment:
+    return env if env is not None else environment()
+
+
+def score_text(a: AgentResult, min_decisions: int) -> str:
+    """``87 %``, or ``INSUFFICIENT · N=3`` (the window's decisions, fewer than the floor)."""
+    return f"INSUFFICIENT · N={a.decisions}" if a.score is None else f"{a.percent} %"
+
+
+def band(a: AgentResult | None, week: AgentResult | None, cfg: Config) -> tuple[str, str]:
+    """(CSS class, words) of a score against the alert thresholds: the colour always has its text beside it."""
+    s = cfg.scoring
+    if a is None:
+        return "na", "not listed"
     if a.score is None:
-        return f'<span class="score insufficient">INSUFFICIENT · N=&lt;{min_decisions}</span>'
-    interval = f" <small>[{a.interval[0]:.2f}–{a.interval[1]:.2f}]</small>" if a.interval else ""
-    return f'<span class="score">{a.percent} %</span>{interval}'
+        return "insufficient", f"INSUFFICIENT · N={a.decisions}"
+    if a.score < s.alert_below - 1e-9:
+        return "alert", f"below the {s.alert_below * 100:.0f} % alert"
+    if week is not None and week.score is not None and week.score - a.score > s.drop_alert + 1e-9:
+        return "drop", f"more than {s.drop_alert * 100:.0f} points under its 7d score"
+    return "ok", f"at or above {s.alert_below * 100:.0f} %"
 
 
-def _cell(mark: str, why: str) -> str:
-    if "/" in mark:  # source_verifiability: resolved/checked
-        left, _, right = mark.partition("/")
-        css = "ok" if left == right else "bad"
-    else:
-        css = {"✓": "ok", "✗": "bad", "pending": "pending"}.get(mark, "na")
-    detail = f'<span class="why">{escape(why)}</span>' if why else ""
-    return f'<td class="{css}">{escape(mark)}{detail}</td>'
+def daily_scores(counts: Sequence[DayCounts], cfg: Config, agent: str, window: str, days: Sequence[date]
+                 ) -> list[charts.DayScore]:
+    """The agent's stored daily score in ``window`` on those of ``days`` with a row (None: INSUFFICIENT), under the
+    weights the agent is scored with now (history keeps counts, so every day re-renders the same way)."""
+    version = cfg.weights_for(agent)[0]
+    points = {p.day: p.score for p in history_points([c for c in counts if c.window == window],
+                                                      cfg.weights_versions[version], cfg.scoring.min_decisions)}
+    return [(d, points[d]) for d in days if d in points]
 
 
-def _weights_table(cfg: Config, version: str) -> str:
-    """The agent's weight vector beside the active one (per-agent contracts side by side)."""
-    versions = list(dict.fromkeys([version, cfg.weights_active]))
-    head = "".join(f"<th><code>{escape(v)}</code>{' (active)' if v == cfg.weights_active else ''}</th>"
-                   for v in versions)
-    rows = "".join(
-        f"<tr><td>{escape(c)}</td>" + "".join(f"<td>{cfg.weights_versions[v][i]:.2f}</td>" for v in versions) + "</tr>"
-        for i, c in enumerate(COMPONENTS)
-    )
-    return f"<table><tr><th>component</th>{head}</tr>{rows}</table>"
+def last_days(today: date, n: int) -> list[date]:
+    """The ``n`` days ending with ``today``, oldest first."""
+    return [today - timedelta(days=n - 1 - k) for k in range(n)]
 
 
-def index_page(snap: Snapshot) -> str:
-    """Every agent's score in every window, each linking to its audit page."""
-    windows = list(snap.windows)
-    agents = sorted({a for w in snap.windows.values() for a in w.agents})
-    head = "".join(f"<th>{escape(w)}</th>" for w in windows)
-    rows = []
-    for agent in agents:
-        cells = []
-        for w in windows:
-            a = snap.windows[w].agents.get(agent)
-            text = "—" if a is None else ("INSUFFICIENT" if a.score is None else f"{a.percent} %")
-            cells.append(f'<td><a href="{escape(agent_href(agent, w))}">{escape(text)}</a></td>')
-        rows.append(f"<tr><td>{escape(agent)}</td>{''.join(cells)}</tr>")
-    body = (
-        f"<h1>honestyd</h1><p>Evaluated at {escape(format_ts(snap.at))} · weights {escape(snap.config.weights_active)}"
-        f' · <a href="/methodology">methodology</a> · <a href="/metrics">metrics</a></p>'
-        f"<table><tr><th>agent</th>{head}</tr>{''.join(rows)}</table>"
-    )
-    return _page("honestyd", body)
+def _weights_table(cfg: Config, versions: Sequence[str]) -> dict[str, Any]:
+    return {"versions": list(versions), "active": cfg.weights_active,
+            "rows": [(c, [cfg.weights_versions[v][i] for v in versions]) for i, c in enumerate(COMPONENTS)]}
 
 
-def audit_page(a: AgentResult, result: WindowResult, snap: Snapshot) -> str:
-    """The per-decision table, the arithmetic, the weights version, each decision's file:line."""
+def _progress(t: LabelTally) -> dict[str, Any]:
+    return {"tally": t, "floor": FLOOR, "missing": t.missing(FLOOR)}
+
+
+def dashboard_windows(snap: Snapshot) -> tuple[str, str | None]:
+    """(the dashboard window, the 7 d window it is compared with): 24h and 7d when configured."""
+    names = list(snap.windows)
+    dash = "24h" if "24h" in names else names[0]
+    week = "7d" if "7d" in names and dash != "7d" else None
+    return dash, week
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """One agent on the index."""
+
+    agent: str
+    href: str  # the agent page in the dashboard window
+    cells: tuple[tuple[str, str, str], ...]  # per window: (text, href, css)
+    band: tuple[str, str]
+    spark: charts.Chart
+    change: float | None
+    decisions: int
+    score: float | None
+    unlabelled: int | None
+
+
+def _sorted(rows: list[IndexRow], sort: str) -> list[IndexRow]:
+    if sort == "score":  # the worst first, INSUFFICIENT after every number
+        return sorted(rows, key=lambda r: (r.score is None, r.score if r.score is not None else 0.0, r.agent))
+    if sort == "change":  # the biggest fall first, no change known last
+        return sorted(rows, key=lambda r: (r.change is None, r.change if r.change is not None else 0.0, r.agent))
+    return sorted(rows, key=lambda r: r.agent)
+
+
+def index_page(snap: Snapshot, *, viewer: Viewer = ANONYMOUS, history: Sequence[DayCounts] = (),
+               unlabelled: Mapping[str, int] | None = None, sort: str = "name",
+               env: jinja2.Environment | None = None) -> str:
+    """Every agent's score in every window with its band, 7-day sparkline and change, and unlabelled failures."""
     cfg = snap.config
-    head = "".join(f"<th>{escape(SHORT[c])}</th>" for c in COMPONENTS)
+    dash, week = dashboard_windows(snap)
+    days = last_days(snap.at.date(), SPARK_DAYS)
+    by_agent: dict[str, list[DayCounts]] = {}
+    for c in history:
+        by_agent.setdefault(c.agent, []).append(c)
     rows = []
-    for row in sorted(a.rows, key=lambda r: (r.decision.ts, r.decision.order), reverse=True):
-        d = row.decision
-        cites = "<br>".join(escape(f"{c.type}: {c.target}") for c in d.citations) or "—"
-        cells = "".join(_cell(row.outcomes[c].mark, row.outcomes[c].why) for c in COMPONENTS)
-        rows.append(
-            f"<tr><td>{escape(format_ts(d.ts))}</td><td>{escape(d.kind)}</td><td><code>{escape(d.id)}</code></td>"
-            f"<td><code>{escape(d.location)}</code></td><td>{cites}</td>{cells}</tr>"
-        )
-    other = " · ".join(
-        f'<a href="{escape(agent_href(a.agent, w))}">{escape(w)}</a>' for w in snap.windows if w != result.window
-    )
-    body = (
-        f'<p><a href="/">all agents</a> · <a href="/methodology">methodology</a> · other windows: {other}</p>'
-        f"<h1>{escape(a.agent)} · {escape(result.window)}</h1>"
-        f"<p>{_score_text(a, cfg.scoring.min_decisions)} · coverage {a.coverage:.2f} · {a.decisions} decisions · "
-        f"false gaps {a.false_gaps} · weights <code>{escape(a.weights_version)}</code> · at "
-        f"{escape(format_ts(result.at))}</p>"
-        f"<table><tr><th>time</th><th>kind</th><th>id</th><th>source</th><th>citations</th>{head}</tr>"
-        f"{''.join(rows)}</table>"
-        f"<h2>The arithmetic</h2><pre>{escape(chr(10).join(arithmetic(a)))}</pre>"
-        f"<h2>Weights</h2>{_weights_table(cfg, a.weights_version)}"
-    )
-    return _page(f"{a.agent} · {result.window} · honestyd", body)
+    for agent in sorted({a for w in snap.windows.values() for a in w.agents}):
+        cells = []
+        for w, result in snap.windows.items():
+            a = result.agents.get(agent)
+            text = "—" if a is None else score_text(a, cfg.scoring.min_decisions)
+            cells.append((text, agent_href(agent, w), "insufficient" if a is not None and a.score is None else ""))
+        now = snap.windows[dash].agents.get(agent)
+        ref = snap.windows[week].agents.get(agent) if week else None
+        points = daily_scores(by_agent.get(agent, []), cfg, agent, dash, days)
+        scored = [s for _, s in points if s is not None]
+        rows.append(IndexRow(
+            agent, agent_href(agent, dash), tuple(cells), band(now, ref, cfg),
+            charts.sparkline(points, threshold=cfg.scoring.alert_below, title=f"{agent} · {dash} · last 7 days"),
+            scored[-1] - scored[0] if len(scored) >= 2 else None, now.decisions if now else 0,
+            now.score if now else None, None if unlabelled is None else unlabelled.get(agent, 0)))
+    context = {"snap": snap, "cfg": cfg, "dash": dash, "rows": _sorted(rows, sort), "sort": sort, "sorts": SORTS,
+               "viewer": viewer, "title": "honestyd", "floor": cfg.scoring.min_decisions,
+               "progress": _progress(overall(snap.labels)), "counts_unlabelled": unlabelled is not None}
+    return render(_env(env), "index.html", context)
 
 
-def methodology_page(cfg: Config, agents: list[str], changelog: str) -> str:
-    """The formula, each agent's weight vector side by side, and the changelog."""
+def agent_chart(cfg: Config, snap: Snapshot, agent: str, counts: Sequence[DayCounts],
+                weight_changes: Sequence[tuple[date, str]]) -> charts.Chart:
+    """The daily score of the last 30 days in every window, with the threshold, drops and weight changes marked."""
+    days = last_days(snap.at.date(), CHART_DAYS)
+    series = {w: daily_scores(counts, cfg, agent, w, days) for w in snap.windows}
+    title = f"{agent}: daily score, last {CHART_DAYS} days, weights {cfg.weights_for(agent)[0]}"
+    return charts.daily_chart(series, days, threshold=cfg.scoring.alert_below, drop=cfg.scoring.drop_alert,
+                              weight_changes=weight_changes, title=title)
+
+
+@dataclass(frozen=True)
+class AgentInputs:
+    """What the agent page shows besides the result: the page's rows' texts (None: the records' own, whole), every
+    label on the window's decisions (with notes; also what the unlabelled filter reads), the history, the changes of
+    weights."""
+
+    texts: Mapping[Order, str] | None
+    labels: Sequence[Label]
+    history: Sequence[DayCounts] = ()
+    weight_changes: Sequence[tuple[date, str]] = ()
+
+
+def agent_rows(a: AgentResult, q: AgentQuery, labels: Sequence[Label]) -> tuple[list[Any], Any]:
+    """The rows of the query's page (filtered, newest first) and its pager."""
+    labelled = {lb.decision for lb in labels}
+    return paged(select(a.rows, q, labelled), q.page)
+
+
+def audit_page(a: AgentResult, result: WindowResult, snap: Snapshot, *, query: AgentQuery | None = None,
+               inputs: AgentInputs | None = None, viewer: Viewer = ANONYMOUS,
+               env: jinja2.Environment | None = None) -> str:
+    """The agent page: the score and its arithmetic, the chart, label progress, and the decisions, a page at a time,
+    each with what the agent said, its outcomes, its labels and (signed in) the 👍/👎 form."""
+    cfg = snap.config
+    q = query or AgentQuery(result.window)
+    inputs = inputs or AgentInputs(None, [])
+    chunk, pager = agent_rows(a, q, inputs.labels)
+    shown = {r.decision.id for r in chunk}
+    views = row_views(chunk, inputs.texts, [lb for lb in inputs.labels if lb.decision in shown], viewer.reviewer)
+    version = a.weights_version
+    context = {
+        "a": a, "result": result, "snap": snap, "cfg": cfg, "q": q, "pager": pager, "rows": views,
+        "heads": HEADS, "components": COMPONENTS, "viewer": viewer, "floor": cfg.scoring.min_decisions,
+        "score": score_text(a, cfg.scoring.min_decisions), "arithmetic": arithmetic(a),
+        "weights": _weights_table(cfg, list(dict.fromkeys([version, cfg.weights_active]))),
+        "chart": agent_chart(cfg, snap, a.agent, inputs.history, inputs.weight_changes),
+        "progress": _progress(snap.labels.get(a.agent, LabelTally())),
+        "others": [w for w in snap.windows if w != result.window],
+        "title": f"{a.agent} · {result.window} · honestyd",
+    }
+    return render(_env(env), "agent.html", context)
+
+
+def methodology_page(cfg: Config, agents: list[str], changelog: str, *, labels: Mapping[str, LabelTally] | None = None,
+                     viewer: Viewer = ANONYMOUS, env: jinja2.Environment | None = None) -> str:
+    """The formula, each agent's weight vector side by side, label progress, and the changelog."""
     versions = sorted({cfg.weights_active, *(cfg.weights_for(a)[0] for a in agents)})
-    head = "".join(f"<th>{escape(v)}</th>" for v in versions)
-    rows = "".join(
-        f"<tr><td>{escape(c)}</td>"
-        + "".join(f"<td>{cfg.weights_versions[v][i]:.2f}</td>" for v in versions)
-        + "</tr>"
-        for i, c in enumerate(COMPONENTS)
-    )
-    users = "".join(
-        f"<tr><td>{escape(a)}</td><td><code>{escape(cfg.weights_for(a)[0])}</code></td></tr>" for a in agents
-    )
-    body = (
-        '<p><a href="/">all agents</a></p><h1>How the honesty score is calculated</h1>'
-        "<pre>honesty = Σ w_c · ratio_c / Σ w_c   over components that are not N/A\n"
-        "coverage = Σ w_c over the same components\n"
-        f"fewer than {cfg.scoring.min_decisions} decisions in the window → INSUFFICIENT (no number)\n"
-        "percent = floor(100 · honesty + 0.5 + 1e-9)</pre>"
-        f"<h2>Weights (active: <code>{escape(cfg.weights_active)}</code>)</h2>"
-        f"<table><tr><th>component</th>{head}</tr>{rows}</table>"
-        f"<h2>Per-agent contracts</h2><table><tr><th>agent</th><th>weights</th></tr>{users}</table>"
-        f"<h2>Changelog</h2><pre>{escape(changelog) or 'no entries yet'}</pre>"
-    )
-    return _page("methodology · honestyd", body)
+    tallies = labels or {}
+    context = {
+        "cfg": cfg, "weights": _weights_table(cfg, versions), "viewer": viewer, "changelog": changelog,
+        "contracts": [(a, cfg.weights_for(a)[0]) for a in agents], "floor": cfg.scoring.min_decisions,
+        "progress": _progress(overall(tallies)), "tune_floor": FLOOR,
+        "per_agent": [(a, tallies.get(a, LabelTally())) for a in agents], "title": "methodology · honestyd",
+    }
+    return render(_env(env), "methodology.html", context)
+
+
+def login_page(*, viewer: Viewer, next_path: str, reviewer: str = "", error: str | None = None,
+               env: jinja2.Environment | None = None) -> str:
+    """The sign-in form (reviewer name and token), with what went wrong last time."""
+    return render(_env(env), "login.html", {"viewer": viewer, "next": next_path, "reviewer": reviewer,
+                                            "error": error, "title": "sign in · honestyd"})
+
+
+def message_page(title: str, message: str, *, viewer: Viewer = ANONYMOUS, back: str | None = None,
+                 env: jinja2.Environment | None = None) -> str:
+    """A page saying one thing (an error, a refusal), with a way back."""
+    return render(_env(env), "message.html", {"viewer": viewer, "title": title, "message": message,
+                                              "back": back})

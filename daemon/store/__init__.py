@@ -10,6 +10,7 @@ line) make a replay harmless.
 * :mod:`~daemon.store.rows`: records to rows and back; :mod:`~daemon.store.writes`, :mod:`~daemon.store.queries`
   and :mod:`~daemon.store.feed`: the typed writes, reads, and what the live model reads to keep up;
   :mod:`~daemon.store.reviews`: the review queue's events;
+  :mod:`~daemon.store.pagereads`: what the reviewer's pages read for their rows (texts, labels with notes);
 * :mod:`~daemon.store.salvage`: checking a file and reading a damaged one; :mod:`~daemon.store.errors`: what a
   failure means (full, damaged).
 """
@@ -21,13 +22,14 @@ from daemon.store.errors import store_damaged, store_full
 from daemon.store.feed import Feed
 from daemon.store.gate import Gate
 from daemon.store.migrations import MIGRATIONS, Migration
+from daemon.store.pagereads import PageReads
 from daemon.store.reviews import ReviewRows
 from daemon.store.rows import CitationRow, EventRow, IndexRow, copy_columns, event_rows
 from daemon.store.salvage import Salvage, quick_check, table_names
 from daemon.store.writes import Writes
 
 
-class Store(Writes, Feed, ReviewRows):
+class Store(Writes, Feed, ReviewRows, PageReads):
     """One SQLite database; construct with :meth:`open`. Not thread-safe: one writer.
 
     ``gate``, shared by the writer and a reader that runs often (the daemon's evaluations): see :class:`Gate`.

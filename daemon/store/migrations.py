@@ -188,6 +188,11 @@ def _m010_logs_keep_no_modifications(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM file_changes WHERE path IN (SELECT path FROM cursors)")
 
 
+def _m011_label_notes(conn: sqlite3.Connection) -> None:
+    # A reviewer's note beside a 👍/👎 (the reviewer's pages, issue 23): shown on the decision's row, read by no rule.
+    conn.execute("ALTER TABLE labels ADD COLUMN note TEXT")
+
+
 def _m012_review_events(conn: sqlite3.Connection) -> None:
     # The review queue's events (reviews/*.jsonl, collectors/reviews.py), keyed like every log's rows so a replay adds
     # nothing; the daemon folds them into its queue in rowid order of arrival (rowids only grow: rows are never
@@ -211,5 +216,6 @@ MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("008_store_id", _m008_store_id),
     ("009_symlinks", _m009_symlinks),
     ("010_logs_keep_no_modifications", _m010_logs_keep_no_modifications),
+    ("011_label_notes", _m011_label_notes),
     ("012_review_events", _m012_review_events),
 )

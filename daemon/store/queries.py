@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import date, datetime
 from typing import Any
 
@@ -161,19 +161,15 @@ class Queries(Connection):
 
     def history(self, agent: str) -> list[DayCounts]:
         """Every stored day of one agent, by day and window."""
-        rows: dict[tuple[str, str], dict[str, Any]] = {}
-        for day, window, component, passed, counted, pending, decisions in self.conn.execute(
-            "SELECT day, window, component, passed, counted, pending, decisions FROM history WHERE agent = ?"
-            " ORDER BY day, window",
-            (agent,),
-        ):
-            entry = rows.setdefault((day, window), {"decisions": decisions, "components": {}})
-            entry["components"][component] = ComponentResult(passed, counted, pending)
-        return [
-            DayCounts(date.fromisoformat(day), agent, window, v["decisions"],
-                      tuple(v["components"].get(c, ComponentResult(0, 0, 0)) for c in COMPONENTS))
-            for (day, window), v in rows.items()
-        ]
+        return _day_counts(self.conn.execute(
+            "SELECT day, agent, window, component, passed, counted, pending, decisions FROM history WHERE agent = ?"
+            " ORDER BY day, window", (agent,)))
+
+    def history_since(self, day: date) -> list[DayCounts]:
+        """Every agent's stored days from ``day`` on, by agent, day and window (the index's sparklines)."""
+        return _day_counts(self.conn.execute(
+            "SELECT day, agent, window, component, passed, counted, pending, decisions FROM history WHERE day >= ?"
+            " ORDER BY agent, day, window", (day.isoformat(),)))
 
     def rejects(self) -> list[dict[str, Any]]:
         """Every refused line or file, in read order."""
@@ -193,3 +189,16 @@ class Queries(Connection):
             t: self.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
             for t in ("events", "labels", "rejects", "files", "checks", "evals")
         }
+
+
+def _day_counts(rows: Iterable[tuple[str, str, str, str, int, int, int, int]]) -> list[DayCounts]:
+    """DayCounts of history rows (day, agent, window, component, passed, counted, pending, decisions)."""
+    days: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for day, agent, window, component, passed, counted, pending, decisions in rows:
+        entry = days.setdefault((day, agent, window), {"decisions": decisions, "components": {}})
+        entry["components"][component] = ComponentResult(passed, counted, pending)
+    return [
+        DayCounts(date.fromisoformat(day), agent, window, v["decisions"],
+                  tuple(v["components"].get(c, ComponentResult(0, 0, 0)) for c in COMPONENTS))
+        for (day, agent, window), v in days.items()
+    ]

@@ -55,9 +55,10 @@ class Writes(Queries):
     def add_labels(self, labels: Iterable[Label]) -> int:
         """Insert labels; replays are ignored."""
         cur = self.conn.executemany(
-            "INSERT OR IGNORE INTO labels (path, generation, line, ts_us, decision, value, reviewer)"
-            " VALUES (?,?,?,?,?,?,?)",
-            [(lb.path, lb.generation, lb.line, to_us(lb.ts), lb.decision, lb.value, lb.reviewer) for lb in labels],
+            "INSERT OR IGNORE INTO labels (path, generation, line, ts_us, decision, value, reviewer, note)"
+            " VALUES (?,?,?,?,?,?,?,?)",
+            [(lb.path, lb.generation, lb.line, to_us(lb.ts), lb.decision, lb.value, lb.reviewer, lb.note)
+             for lb in labels],
         )
         return max(cur.rowcount, 0)
 

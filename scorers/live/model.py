@@ -18,6 +18,7 @@ from scorers.live.base import DAWN
 from scorers.live.eviction import Eviction
 from scorers.live.invalidation import Invalidation
 from scorers.live.records import ById, sorted_by_key, ts_of
+from scorers.live.review import Review
 from scorers.live.sums import Summing
 from scorers.live.visibility import Visibility
 from scorers.rule import Rule
@@ -26,7 +27,7 @@ from scorers.score import AgentResult, DecisionRow, WindowResult, score_agent, w
 from scorers.spec import ScoringConfig, outcome_part
 
 
-class LiveModel(Visibility, Invalidation, Eviction, Summing):
+class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
     """Records in, per-window results out, re-evaluating only what changed. Not thread-safe: one owner.
 
     ``rules``: the component rules by name (:data:`scorers.rules.RULES`); the model reads only what they declare.

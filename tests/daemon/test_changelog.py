@@ -6,7 +6,7 @@ import os
 import re
 import threading
 from dataclasses import replace
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -398,3 +398,24 @@ def test_an_edited_file_without_final_newline_stays_a_prefix(tmp_path: Path) -> 
     append_entries(path, [digest_entry(snap([]))])
     new = path.read_bytes()
     assert new.startswith(old) and new[len(old):].startswith(b"\n\n## 2026-06-01\n")
+
+
+def test_weight_changes_are_read_back_from_the_entries_written(tmp_path: Path) -> None:
+    from daemon.changelog import weight_changes
+
+    root = tmp_path / "state"
+    root.mkdir()
+    base = Config(github=GitHub(repo="acme/app"))
+    alt = replace(base, weights_versions={**base.weights_versions, "v2": (0.3, 0.3, 0.2, 0.1, 0.05, 0.05)},
+                  weights_active="v2")
+    path = root / base.changelog
+    day = datetime(2026, 5, 3, 9, 0, tzinfo=UTC)
+    append_entries(path, methodology_entries(None, base, day - timedelta(days=2)), root)  # in force: not a change
+    append_entries(path, methodology_entries(base, alt, day), root)
+    append_entries(path, methodology_entries(alt, replace(alt, decision_kinds=("dm",)), day + timedelta(days=1)),
+                   root)  # a change, but not of weights
+    text = path.read_text()
+    ((when, what),) = weight_changes(text)
+    assert when == day.date() and "weights: active version" in what and "v2" in what
+    forged = text + "\n<!-- honestyd:methodology:2026-05-09T00:00:00Z:zzzz -->\n**Methodology change**\n- weights x\n"
+    assert weight_changes(forged) == weight_changes(text)  # a key honestyd never wrote is no entry

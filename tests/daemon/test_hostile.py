@@ -44,11 +44,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from collectors.batch import scan_state
 from collectors.jsonl import MAX_LINE_BYTES
 from collectors.links import LinkMap
-from collectors.records import Event, FileEntry
+from collectors.records import Event, FileEntry, Label
 from collectors.statedir import walk, walk_tree
 from daemon.changelog import INTRO, append_entries, digest_entry
 from daemon.config import Config
-from daemon.http.pages import audit_page, index_page, methodology_page
+from daemon.http.pages import AgentInputs, Viewer, audit_page, index_page, methodology_page
 from daemon.ingest import Ingester
 from daemon.limits import name_bytes
 from daemon.metrics import CONTENT_TYPE, SnapshotRenderer, label_value
@@ -81,10 +81,27 @@ HOSTILE = (
 )
 SURROGATE_AGENT = "sur\ud800rogate"  # from a JSON "\ud800" escape: legal JSON, not encodable as UTF-8
 AGENTS = (*HOSTILE, SURROGATE_AGENT, "A" * 65536)
-TAGS_WE_WRITE = {"html", "head", "meta", "title", "style", "body", "p", "a", "h1", "h2", "table", "tr", "th", "td",
-                 "span", "code", "small", "br", "pre"}
-ATTRS_WE_WRITE = {"lang", "charset", "href", "class"}
-CLASSES_WE_WRITE = {"ok", "bad", "na", "pending", "why", "score", "insufficient"}
+TAGS_WE_WRITE = {"html", "head", "meta", "title", "link", "body", "header", "nav", "main", "div", "p", "a", "h1", "h2",
+                 "table", "thead", "tbody", "tr", "th", "td", "span", "code", "small", "br", "pre", "strong", "time",
+                 "details", "summary", "q", "figure", "figcaption", "form", "input", "button", "label", "select",
+                 "option", "dl", "dt", "dd",
+                 "svg", "rect", "line", "text", "polyline", "circle", "path"}
+ATTRS_WE_WRITE = {"lang", "charset", "name", "content", "rel", "href", "class", "id", "method", "action", "type",
+                  "value", "maxlength", "placeholder", "aria-label", "title", "checked", "selected", "role", "for",
+                  "autocomplete", "required",
+                  "xmlns", "width", "height", "viewbox", "x", "y", "x1", "y1", "x2", "y2", "fill", "stroke",
+                  "stroke-width", "stroke-dasharray", "text-anchor", "font-size", "points", "cx", "cy", "r", "d"}
+CLASSES_WE_WRITE = {"ok", "bad", "na", "pending", "why", "score", "insufficient", "top", "who", "inline", "reviewer",
+                    "signin", "notice", "head", "legend", "chart", "progress", "filters", "failures", "pager",
+                    "decisions", "failing", "ts", "said", "prompt", "thread", "k", "text", "cites", "cite", "labels",
+                    "label", "mine", "other", "up", "down", "emoji", "by", "note", "label-form", "threshold",
+                    "mark-weights", "mark-gap", "mark-drop", "series", "dot", "empty", "spark", "sort", "agents",
+                    "agent", "band", "alert", "drop", "change", "unlabelled", "band-ok", "band-alert", "band-drop",
+                    "band-insufficient", "band-na", "message", "error", "login", "decision", "id", "kind", "source"}
+#: Where a link may point: a path of honestyd's, percent-encoded through and through; or a cited http(s) URL, on the
+#: citation's own link only, with no character a URL must not hold bare.
+LOCAL_HREF = re.compile(r"/(?!/)[A-Za-z0-9/%?=&._~-]*")
+CITED_HREF = re.compile(r"https?://[A-Za-z0-9:/?#\[\]@!$&'()*+,;=%._~-]+")
 
 
 def _line(obj: dict[str, Any]) -> bytes:
@@ -219,8 +236,11 @@ def assert_page_is_ours(page: str) -> str:
         for name, value in attrs:
             assert name in ATTRS_WE_WRITE and not name.startswith("on"), f"injected attribute {name}= on <{tag}>"
             if name == "href":
-                assert value is not None and value.startswith("/") and not value.startswith("//"), value
-                assert re.fullmatch(r"[A-Za-z0-9/%?=._~-]*", value), value  # percent-encoded through and through
+                assert value is not None, tag
+                cited = tag == "a" and ("class", "cite") in attrs
+                assert (LOCAL_HREF if not cited else CITED_HREF).fullmatch(value), value
+            if name == "action":
+                assert value is not None and LOCAL_HREF.fullmatch(value), value
             if name == "class":
                 assert value is not None and set(value.split()) <= CLASSES_WE_WRITE, value
     return "".join(parser.text)
@@ -232,16 +252,24 @@ def _norm(text: str) -> str:
 
 
 def test_pages_render_hostile_content_as_text(snap: Snapshot, state: Path) -> None:
-    text = _norm(assert_page_is_ours(index_page(snap)))
+    text = _norm(assert_page_is_ours(index_page(snap, viewer=Viewer(HOSTILE[0], HOSTILE[1], "/"))))
     for agent in HOSTILE:
         assert _norm(agent) in text, agent  # shown, as text
     pages = 0
     for result in snap.windows.values():
         for a in result.agents.values():
-            text = assert_page_is_ours(audit_page(a, result, snap))
+            # Signed in as a hostile name, with a hostile form token and page URL; every decision labelled by
+            # reviewers with hostile names and notes (the notes a reviewer types reach every other reviewer's page).
+            labels = [Label(AT, r.decision.id, value, bad, "labels/api.jsonl", k, 0, bad)
+                      for r in a.rows for k, (value, bad) in enumerate(zip(("up", "down"), HOSTILE[:2], strict=True))]
+            viewer = Viewer(HOSTILE[pages % 2], HOSTILE[2], "/agents/x?window=24h&page=2")
+            text = assert_page_is_ours(audit_page(a, result, snap, inputs=AgentInputs(None, labels), viewer=viewer))
             pages += 1
             if a.agent in HOSTILE:
                 assert "../etc/passwd" in text  # the citation is listed, as text
+                assert _norm(HOSTILE[1]) in _norm(text) and "👎" in text  # the notes, as text
+                said = next(r.decision.text for r in a.rows if r.decision.text)
+                assert _norm(said[:200]) in _norm(text)  # what the agent said, as text
     assert pages >= 3 * len(HOSTILE)
     changelog = "<script>alert(1)</script>\n</pre><img src=x onerror=alert(1)>"
     agents = sorted({a for w in snap.windows.values() for a in w.agents})

@@ -150,6 +150,8 @@ def test_metrics_show_only_the_exported_agents_and_count_the_rest() -> None:
     assert weights == {"", "agent00", "agent01", "agent02"}
     bench = {dict(labels)["agent"] for name, labels in samples if name == "honesty_benchmark_tasks"}
     assert bench == {"agent00"}  # agent07's model figures are per-agent series too
+    labelled = {dict(labels)["agent"] for name, labels in samples if name == "honesty_labels"}
+    assert labelled == {"agent00", "agent01", "agent02"}  # label progress is a per-agent series like the others
     assert samples[("honesty_agents_over_limit", frozenset({("reason", "max_agents")}))] == 5
     assert samples[("honesty_agents_over_limit", frozenset({("reason", "agent_name_too_long")}))] == 1
 

@@ -409,3 +409,24 @@ def test_an_agent_with_every_escape_and_number_form_is_byte_identical() -> None:
     body = SnapshotRenderer().exposition(snap)
     assert body == reference_exposition(snap)
     assert b"honesty_benchmark_zz_new_figure" in body and b'agent="p\\"r\\\\o\\nbe \\\\ud800' in body
+
+
+def test_labels_count_each_reviewers_current_label_per_agent_and_value() -> None:
+    from daemon.snapshot import build_snapshot
+    from tests.helpers import label
+
+    recs = _records()
+    labels = (
+        label("ada-0", t(-9), "down", "alice"), label("ada-0", t(-8), "up", "alice"),  # alice changed her mind
+        label("ada-0", t(-8), "down", "maya"), label("ada-bare", t(-7), "down", "alice"),
+        label("bob-0", t(-1), "up", "alice"), label("nobody-0", t(-1), "up", "alice"),  # no such decision: no agent
+        label("ada-1", t(5), "up", "alice"),  # after T: not known yet
+    )
+    snap = build_snapshot(records(*recs.events, labels=labels, files=tuple(recs.files.values()),
+                                  checks=tuple(recs.checks)), T0, _config(), Counters())
+    samples = _samples(_scrape(snap))
+    assert {(s["agent"], s["value"]): _get(samples, "honesty_labels", **s) for s in _series(samples, "honesty_labels")
+            } == {("ada", "up"): 1, ("ada", "down"): 2, ("bob", "up"): 1, ("bob", "down"): 0,
+                  (HOSTILE, "up"): 0, (HOSTILE, "down"): 0, (SURROGATE.encode("utf-8", "backslashreplace").decode(),
+                                                            "up"): 0,
+                  (SURROGATE.encode("utf-8", "backslashreplace").decode(), "down"): 0}

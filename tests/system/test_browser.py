@@ -3,9 +3,10 @@
 The DOM Chromium dumps after rendering is parsed with the stdlib's ``html.parser``, so what is checked
 is what a browser built, not the bytes the server sent. The pages must work with no JavaScript and no
 asset from another host (Grafana links to them from wherever it runs): no script element, no inline
-handler, no URL but a relative one or honestyd's own, no stylesheet import, in the served HTML and in
-the rendered DOM alike. (Chromium's --dump-dom itself needs scripting, so a scripts-off render cannot
-be dumped; the static checks are the proof.)
+handler, no URL but a relative one or honestyd's own (but the links of cited URLs, which a reviewer may
+follow and the page never loads), no stylesheet import, in the served HTML and in the rendered DOM alike.
+(Chromium's --dump-dom itself needs scripting, so a scripts-off render cannot be dumped here; the static
+checks are the proof, and tests/system/test_reviewing.py labels with scripts switched off.)
 """
 
 from __future__ import annotations
@@ -124,9 +125,11 @@ class Node:
     attrs: dict[str, str]
     children: list[Node] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
+    #: Text and children in document order.
+    content: list[str | Node] = field(default_factory=list)
 
     def all_text(self) -> str:
-        return "".join(self.text) + "".join(c.all_text() for c in self.children)
+        return "".join(c if isinstance(c, str) else c.all_text() for c in self.content)
 
     def iter(self, tag: str | None = None) -> list[Node]:
         found = [self] if tag is None or self.tag == tag else []
@@ -154,11 +157,14 @@ class _Tree(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         node = Node(tag, {k: v or "" for k, v in attrs})
         self.stack[-1].children.append(node)
+        self.stack[-1].content.append(node)
         if tag not in _VOID:
             self.stack.append(node)
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.stack[-1].children.append(Node(tag, {k: v or "" for k, v in attrs}))
+        node = Node(tag, {k: v or "" for k, v in attrs})
+        self.stack[-1].children.append(node)
+        self.stack[-1].content.append(node)
 
     def handle_endtag(self, tag: str) -> None:
         for i in range(len(self.stack) - 1, 0, -1):
@@ -168,6 +174,7 @@ class _Tree(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         self.stack[-1].text.append(data)
+        self.stack[-1].content.append(data)
 
 
 def parse(html: str) -> Node:
@@ -177,8 +184,8 @@ def parse(html: str) -> Node:
     return tree.root
 
 
-#: The decision table's leading columns; one column per component follows them.
-DECISION_COLUMNS = ["time", "kind", "id", "source", "citations"]
+#: The decision table's leading columns; one column per component follows them, then the labels.
+DECISION_COLUMNS = ["time", "decision", "said", "citations"]
 
 
 def decision_rows(doc: Node) -> list[dict[str, Node]]:
@@ -187,13 +194,18 @@ def decision_rows(doc: Node) -> list[dict[str, Node]]:
         trs = table.iter("tr")
         heads = [th.all_text() for th in trs[0].iter("th")] if trs else []
         if heads[: len(DECISION_COLUMNS)] == DECISION_COLUMNS:
-            assert len(heads) == len(DECISION_COLUMNS) + len(COMPONENTS), heads
+            assert len(heads) == len(DECISION_COLUMNS) + len(COMPONENTS) + 1 and heads[-1] == "labels", heads
             return [dict(zip(heads, tr.iter("td"), strict=True)) for tr in trs[1:]]
-    raise AssertionError("no decision table (time, kind, id, source, citations, components…)")
+    raise AssertionError("no decision table (time, decision, said, citations, components…, labels)")
 
 
 def component_cells(row: dict[str, Node]) -> list[Node]:
-    return list(row.values())[len(DECISION_COLUMNS):]
+    return list(row.values())[len(DECISION_COLUMNS):-1]
+
+
+def cell_of(row: dict[str, Node], cls: str) -> str:
+    """The text of the element of class ``cls`` inside a row's decision cell (id, kind, source)."""
+    return next(n.all_text() for n in row["decision"].iter() if cls in n.classes())
 
 
 def arithmetic(doc: Node) -> str:
@@ -219,6 +231,8 @@ def assert_self_contained(html: str, base: str) -> None:
             if name in URL_ATTRS:
                 parts = urlsplit(value.strip())
                 assert parts.scheme in ("", "http", "https"), f"<{node.tag} {name}={value!r}>"
+                if node.tag == "a" and "cite" in node.classes():
+                    continue  # a cited URL is a link the reviewer may follow, nothing the page loads
                 assert parts.netloc in ("", own), f"<{node.tag} {name}={value!r}> points at another host"
                 assert not value.strip().startswith("//"), f"<{node.tag} {name}={value!r}>: protocol-relative"
     for style in doc.iter("style"):
@@ -244,13 +258,14 @@ def test_audit_pages_render_in_headless_chromium(tmp_path: Path) -> None:
     # The scored agent: one row per decision, newest first, each with its source file:line.
     audit = parse(doms["audit"])
     rows = decision_rows(audit)
-    assert [r["source"].all_text() for r in rows] == [f"heartbeats/{SCORED}.jsonl:{n}" for n in range(6, 0, -1)]
-    by_id = {r["id"].all_text(): r for r in rows}
+    assert [cell_of(r, "source") for r in rows] == [f"heartbeats/{SCORED}.jsonl:{n}" for n in range(6, 0, -1)]
+    by_id = {cell_of(r, "id"): r for r in rows}
     cells = [td for r in rows for td in component_cells(r)]
     assert any("ok" in td.classes() and td.all_text().startswith("✓") for td in cells)
     assert any("bad" in td.classes() and td.all_text().startswith("✗") for td in cells)
     bare = by_id[f"{SCORED}-4"]  # "No."
-    assert bare["kind"].all_text() == "refusal" and bare["citations"].all_text() == "—"
+    assert cell_of(bare, "kind") == "refusal" and bare["citations"].all_text() == "—"
+    assert "No." in bare["said"].all_text()  # what the agent said, on its row
     assert [td.all_text() for td in component_cells(bare)[:2]] == ["✗no citation", "✗no reason and no alternatives"]
     assert component_cells(by_id[f"{SCORED}-3"])[0].all_text() == "✗no citation"  # the uncited dm
     cited = by_id[f"{SCORED}-1"]

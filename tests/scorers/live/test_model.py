@@ -14,7 +14,7 @@ builds it again from the records, and a reload that changes only what summing re
 from __future__ import annotations
 
 import io
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -348,9 +348,10 @@ def summed_differently(config: Config) -> list[Config]:
     ]
 
 
-def run_steps(program: list[tuple[Any, ...]], config: Config = CFG, rules: Rules = RULES) -> list[dict[str, Any]]:
+def run_steps(program: list[tuple[Any, ...]], config: Config = CFG, rules: Rules = RULES,
+              check: Callable[[LiveModel, Context], None] | None = None) -> list[dict[str, Any]]:
     """Apply ``program`` to a model and to a plain record list (both scoring with ``rules``); compare after every
-    evaluation.
+    evaluation (and run ``check`` on the model and the pure context then).
 
     Returns the model's 7d ``score --json`` agents of each evaluation.
     """
@@ -399,6 +400,8 @@ def run_steps(program: list[tuple[Any, ...]], config: Config = CFG, rules: Rules
             for agent, expected in pure.agents.items():
                 audit = model.agent_result(agent, name)
                 assert audit is not None and _rows(audit, rules) == _rows(expected, rules), (name, agent)
+        if check is not None:
+            check(model, ctx)
         outputs.append(to_json(live["7d"])["agents"])
     return outputs
 

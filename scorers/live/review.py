@@ -1,0 +1,53 @@
+"""What a reviewer's pages ask of the live model, read from what it keeps (no rule runs here): the labels on a
+decision, each agent's label tally, and which decisions of a window fail a component.
+
+A decision fails a component when the component counted more than it passed (✗, or some citations unresolved):
+the same test the agent page applies to its rows, here read from the counts the last evaluation kept per decision.
+"""
+
+from __future__ import annotations
+
+import bisect
+from datetime import timedelta
+
+from collectors.records import Event, Label
+from scorers.live.base import ModelState
+from scorers.live.records import ts_of
+from scorers.lookups import current_labels
+from scorers.progress import LabelTally, tally
+
+
+class Review(ModelState):
+    """Answers for the reviewer's pages (see the module docstring)."""
+
+    def visible_labels(self, decision_id: str) -> list[Label]:
+        """Every label on the decision visible at the last evaluation time, in arrival order."""
+        return list(self._labels.get(decision_id, ()))
+
+    def label_tally(self) -> dict[str, LabelTally]:
+        """Per agent, the current labels on its decisions the model holds (those of the longest window and a day)."""
+        labelled = []
+        for decision_id, labels in self._labels.items():
+            d = self._winner.get(decision_id)
+            if isinstance(d, Event) and self._is_decision(d) and labels:
+                labelled.append((d.agent, current_labels(labels)))
+        return tally(labelled)
+
+    def unlabelled_failures(self, width: timedelta) -> dict[str, int]:
+        """Per agent, its decisions in the window of ``width`` that fail a component and carry no label."""
+        plan = self.plan
+        plain = [s for _, s, _, _ in plan.plain]
+        edge = self.at - width
+        out: dict[str, int] = {}
+        for agent, a in self._agents.items():
+            lo, hi = bisect.bisect_right(a.events, edge, key=ts_of), bisect.bisect_right(a.events, self.at, key=ts_of)
+            count = 0
+            for i in range(lo, hi):
+                counts = a.counts[i]
+                fails = any(counts[s + 1] > counts[s] for s in plain) or any(
+                    counts[s + 1] > counts[s] and (an.times[i] is None or an.times[i] > edge)  # type: ignore[operator]
+                    for (_, s, _, _), an in zip(plan.anchored, a.anchored, strict=True))
+                if fails and a.events[i].id not in self._labels:
+                    count += 1
+            out[agent] = count
+        return out
