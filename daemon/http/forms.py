@@ -1,5 +1,6 @@
-"""What the page forms share: reading a posted form within the body limits, refusing a post from another site, and
-answering with a redirect (the pages' POSTs end in 303 See Other, so a reload does not post again)."""
+"""What the page forms share: reading a posted form within the body limits, refusing a post from another site or
+without the session's form token, and answering with a redirect (the pages' POSTs end in 303 See Other, so a reload
+does not post again)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Mapping
 from aiohttp import web
 
 from daemon.http.backend import BACKEND
-from daemon.http.guards import same_origin
+from daemon.http.guards import same_origin, tokens_match
 
 #: A form's body must arrive within this many seconds (408 otherwise), as POST /v1/labels's.
 FORM_TIMEOUT = 10.0
@@ -49,6 +50,12 @@ def from_elsewhere(request: web.Request) -> bool:
     if origin is not None and public and origin.lower() == "/".join(public.lower().split("/", 3)[:3]):
         return False
     return not same_origin(origin, request.scheme, request.host)
+
+
+def forged(request: web.Request, session: Mapping[str, object], form: Mapping[str, str]) -> bool:
+    """True for a post every page form refuses (403, nothing done): from another site (:func:`from_elsewhere`), or
+    without the session's form token."""
+    return from_elsewhere(request) or not tokens_match(session.get("csrf"), form.get("csrf_token"))
 
 
 def see_other(location: str) -> web.Response:

@@ -21,8 +21,8 @@ from collectors.rfc3339 import format_ts, parse_ts
 from daemon.http import pages
 from daemon.http.api import is_text
 from daemon.http.backend import BACKEND, Backend
-from daemon.http.forms import from_elsewhere, read_form, see_other
-from daemon.http.guards import local_path, tokens_match
+from daemon.http.forms import forged, read_form, see_other
+from daemon.http.guards import local_path
 from daemon.http.rows import EMOJI
 from daemon.http.sessions import form_token, signed_in
 from daemon.http.views import message
@@ -74,7 +74,7 @@ async def post_label(request: web.Request) -> web.Response:
         return await message(request, 400, "Bad request", f"Not labelled: {fields}.", back=next_path, viewer=viewer)
     if reviewer is None:
         return see_other("/login?" + urlencode({"next": next_path}))
-    if from_elsewhere(request) or not tokens_match(session.get("csrf"), form.get("csrf_token")):
+    if forged(request, session, form):
         return await message(request, 403, "Refused", "This form did not come from honestyd's own page (its form token"
                              " is missing or wrong): nothing was labelled. Reload the page and label again.",
                              back=next_path, viewer=viewer)
