@@ -131,7 +131,8 @@ def test_a_decision_that_left_the_window_keeps_the_reviews_record_and_its_form()
     q = queue(opening("r-1", t(-2), evidence("ada", "below", [failed("ada-gone", 1, "citation_rate",
                                                                        "refusal_correctness", source="h/a.jsonl:9")])))
     page = valid(review_page(one(q, "r-1"), T0, live=None, viewer=Viewer("maya", "tok", "/reviews/r-1")))
-    assert '<td class="opening">citation_rate, refusal_correctness</td>' in page
+    assert ('<td class="opening"><span title="citation_rate">Cite</span><br>'
+            '<span title="refusal_correctness">Refusal</span></td>') in page
     assert "no longer in the live 24h window" in page and '<code class="source">h/a.jsonl:9</code>' in page
     assert 'name="decision" value="ada-gone"' in page
     assert "The latest evaluation has no 24h score of ada." in page
