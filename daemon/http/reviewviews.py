@@ -12,17 +12,15 @@ status, the file refused (OSError) a 500 page; the review then stays open.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 from aiohttp import web
 
 from daemon.http import reviewpages
 from daemon.http.api import is_text
 from daemon.http.backend import BACKEND
-from daemon.http.forms import forged, read_form, see_other
-from daemon.http.pages import Viewer
+from daemon.http.forms import read_form, reviewer_post, see_other
 from daemon.http.reviews import SPACE
-from daemon.http.sessions import form_token, signed_in
 from daemon.http.views import message, render_off_loop, viewer_of
 from daemon.reviews.queue import ReviewRefused
 from scorers.score import AgentResult
@@ -95,24 +93,19 @@ async def close(request: web.Request) -> web.Response:
     form = await read_form(request)
     if isinstance(form, web.Response):
         return form
-    reviewer, session = await signed_in(request, backend.reviewers())
-    viewer = Viewer(reviewer, form_token(session) if reviewer else "", back)
     note, problem = close_note(form)
-    if problem is not None:  # a form that cannot close a review is refused as such, signed in or not
-        return await message(request, 400, "Bad request", f"Not closed: {problem}.", back=back, viewer=viewer)
-    if reviewer is None:
-        return see_other("/login?" + urlencode({"next": back}))
-    if forged(request, session, form):
-        return await message(request, 403, "Refused", "This form did not come from honestyd's own page (its form token"
-                             " is missing or wrong): the review was not closed. Reload the page and close it again.",
-                             back=back, viewer=viewer)
+    poster = await reviewer_post(request, form, back, f"Not closed: {problem}." if problem is not None else None,
+                                 undone="the review was not closed", again="close it again")
+    if isinstance(poster, web.Response):
+        return poster
+    viewer = poster.viewer
     try:
-        await backend.close_review(review_id, reviewer, note)
+        await backend.close_review(review_id, poster.reviewer, note)
     except ReviewRefused as exc:
         return await message(request, exc.status, REFUSED.get(exc.status, "Refused"), f"Not closed: {exc}.",
                              back=back if exc.status != 404 else "/reviews", viewer=viewer)
     except OSError as exc:  # refused (daemon/safefile.py) or failed: the review stays open
         return await message(request, 500, "Not written", f"The review was not closed: {exc.filename}: "
                              f"{exc.strerror}.", back=back, viewer=viewer)
-    session["notice"] = f"Review {review_id} closed."
+    poster.session["notice"] = f"Review {review_id} closed."
     return see_other(back)
