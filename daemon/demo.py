@@ -3,7 +3,8 @@
 One of the live agents starts slipping after a while: two decisions in three cite nothing (citation_rate fails at
 once, so the slip shows without waiting for the gap grace) and the third cites a file that does not exist (which
 fails once the grace is over). Its 24 h score crosses the alert threshold within about a minute of the start, and
-honestyd opens a review of it by itself: the demo prints the queue's URLs and a reviewer token to close it with.
+honestyd opens a review of it by itself: the demo prints the queue's URL and a reviewer's sign-in, to label its
+decisions and close it from its page.
 """
 
 from __future__ import annotations
@@ -182,13 +183,13 @@ async def run_demo(args: argparse.Namespace) -> int:
     base = f"http://{args.listen}"
     print(f"honestyd demo on {root}\n  metrics:     {base}/metrics\n  agents:      {base}/\n"
           f"  audit page:  {base}/agents/zoe?window=24h   (zoe starts slipping after {args.slip_after:.0f}s)\n"
-          f"  reviews:     {base}/reviews   (the queue: zoe's review opens about a minute in; reviewer"
-          f" {DEMO_REVIEWER}, token {token})\n"
-          f"  reviews API: {base}/v1/reviews\n"
-          f"  close one:   curl -H 'Authorization: Bearer {token}' -d '{{\"note\": \"what you found\"}}'"
-          f" {base}/v1/reviews/ID/close\n"
+          f"  reviews:     {base}/reviews   (the queue: zoe's review opens about a minute in; sign in, open it,"
+          " label its decisions 👍/👎 and close it with a note from its page)\n"
+          f"  reviews API: {base}/v1/reviews   (a script closes one with: curl -H 'Authorization: Bearer {token}'"
+          f" -d '{{\"note\": \"what you found\"}}' {base}/v1/reviews/ID/close)\n"
           f"  methodology: {base}/methodology\n"
-          f"  sign in:     {base}/login   reviewer: {DEMO_REVIEWER}   token: {token}   (then 👍/👎 on any row)\n"
+          f"  sign in:     {base}/login   reviewer: {DEMO_REVIEWER}   token: {token}   (then 👍/👎 on any row, and"
+          " close zoe's review from /reviews)\n"
           "Ctrl-C stops.", flush=True)
     try:
         if args.duration:

@@ -10,7 +10,7 @@ from collectors.records import CheckResult, Event, FileEntry, Label
 from collectors.reviews import ReviewEvent, parse_review_event
 from daemon.changelog import Entry
 from daemon.config import Config, GitHub
-from daemon.reviews.events import encode, openings
+from daemon.reviews.events import closing, encode, openings
 from daemon.reviews.queue import Queue
 from daemon.reviews.rule import due, firing
 from daemon.reviews.views import changelog_entries
@@ -78,10 +78,21 @@ def score(recs: Records, at: datetime, window: str = "24h", config: Config | Non
     return evaluate(recs, at, window, config or Config(github=GitHub(repo="acme/app")))
 
 
+def opened_reviews(snapshot: Snapshot, close: tuple[str, str] | None = None) -> Queue:
+    """The queue of the reviews the opening rule opens at ``snapshot`` on an empty queue (a first start), with the
+    evidence from the snapshot's audit rows, the events read back as the daemon reads them; ``close``: (reviewer,
+    note) closing the first of them."""
+    todo = due(firing(snapshot), Queue(), None)
+    audited = {c.key: snapshot.windows[c.window].agents.get(c.agent) for c in todo}
+    written = openings(todo, Queue(), snapshot.at, audited, at_start=True)
+    if close is not None and written:
+        written.append(closing(written[0]["review"], snapshot.at, *close))
+    lines = [encode(e)[0] for e in written]
+    events = [parse_review_event(raw[:-1], "reviews/honestyd.jsonl", n) for n, raw in enumerate(lines, 1)]
+    return Queue.fold(e for e in events if isinstance(e, ReviewEvent))
+
+
 def review_entries(snapshot: Snapshot) -> list[Entry]:
     """The changelog entries of the reviews the opening rule opens at ``snapshot`` on an empty queue (a first start),
     the events written as lines and read back as the daemon reads them."""
-    todo = due(firing(snapshot), Queue(), None)
-    lines = [encode(e)[0] for e in openings(todo, Queue(), snapshot.at, {}, at_start=True)]
-    events = [parse_review_event(raw[:-1], "reviews/honestyd.jsonl", n) for n, raw in enumerate(lines, 1)]
-    return list(changelog_entries(Queue.fold(e for e in events if isinstance(e, ReviewEvent))))
+    return list(changelog_entries(opened_reviews(snapshot)))

@@ -1,11 +1,12 @@
 """A backend for in-process tests of the pages, sign-in and labelling handlers (daemon/http/backend.py's protocol):
-a real state directory scored by the pure evaluation, the labels a test posts kept in memory and scored with it; and
-the sign-in as a browser does it, on an aiohttp test client."""
+a real state directory scored by the pure evaluation, the labels a test posts kept in memory and scored with it, a
+review queue folded from real review events (opened by the real opening rule, or given by the test); and the sign-in
+as a browser does it, on an aiohttp test client."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import date, datetime
 from pathlib import Path
@@ -15,8 +16,12 @@ from aiohttp.test_utils import TestClient
 
 from collectors.batch import scan_state
 from collectors.records import DayCounts, Label, Order
+from collectors.reviews import ReviewEvent, parse_review_event
 from collectors.rfc3339 import parse_ts
 from daemon.config import Config, GitHub
+from daemon.reviews import events as review_events
+from daemon.reviews.queue import Queue, Review, ReviewRefused
+from daemon.reviews.rule import due, firing
 from daemon.snapshot import Counters, Snapshot, build_snapshot
 from scorers.context import Context, Records
 from scorers.score import AgentResult, evaluate_window
@@ -42,6 +47,50 @@ class PageBackend:
         self.looks = 0
         self.written_fails: OSError | None = None
         self._snapshot = self._evaluate()
+        self.review_lines: list[ReviewEvent] = []
+        self.queue = Queue()
+        #: What closing a review raises instead (the review file refused).
+        self.close_fails: OSError | None = None
+
+    # --- the review queue, as daemon/app/reviewing.py keeps it (without the file)
+
+    def add_review_events(self, events: Sequence[Mapping[str, Any]]) -> list[ReviewEvent]:
+        """Take in review events as lines of reviews/honestyd.jsonl and fold the queue again."""
+        parsed = []
+        for e in events:
+            line = parse_review_event(review_events.encode(e)[0][:-1], "reviews/honestyd.jsonl",
+                                      len(self.review_lines) + 1)
+            assert isinstance(line, ReviewEvent), line
+            self.review_lines.append(line)
+            parsed.append(line)
+        self.queue = Queue.fold(self.review_lines)
+        return parsed
+
+    def open_due_reviews(self) -> list[Review]:
+        """Open the reviews the opening rule finds due at the first evaluation (the evidence from the audit)."""
+        todo = due(firing(self._snapshot), self.queue, None)
+        audited = {c.key: self._audit(c.agent, c.window) for c in todo}
+        opened = self.add_review_events(review_events.openings(todo, self.queue, self.at, audited, at_start=True))
+        return [r for r in (self.queue.get(e.review) for e in opened) if r is not None]
+
+    def review_list(self, state: str | None = None) -> list[Review]:
+        return self.queue.listing(state)
+
+    def review(self, review_id: str) -> Review | None:
+        return self.queue.get(review_id)
+
+    async def close_review(self, review_id: str, reviewer: str, note: str) -> Review:
+        review = self.queue.get(review_id)
+        if review is None:
+            raise ReviewRefused(404, f"no review {review_id!r}")
+        if not review.is_open:
+            raise ReviewRefused(409, f"review {review_id} is closed already")
+        if self.close_fails is not None:
+            raise self.close_fails
+        self.add_review_events([review_events.closing(review_id, self.at, reviewer, note)])
+        closed = self.queue.get(review_id)
+        assert closed is not None
+        return closed
 
     def _labels(self) -> list[Label]:
         return [*self.base_labels, *(Label(parse_ts(lb["ts"]), lb["decision"], lb["value"], lb["reviewer"],
@@ -83,6 +132,9 @@ class PageBackend:
             raise self.written_fails
         self.appended.append(label)
         self._snapshot = self._evaluate()
+        listing = [r for r in self.queue.listing("open") if label["decision"] in r.failed_ids()]
+        self.add_review_events([review_events.labelling(r.id, self.at, label["decision"], label["value"],
+                                                        label["reviewer"]) for r in listing])
 
     async def history(self, agent: str) -> list[DayCounts]:
         return []
@@ -90,9 +142,12 @@ class PageBackend:
     async def histories(self, since: date) -> list[DayCounts]:
         return []
 
-    async def audit(self, agent: str, window: str) -> tuple[datetime, AgentResult] | None:
+    def _audit(self, agent: str, window: str) -> AgentResult | None:
         result = evaluate_window(Context(self._records(), self.at, self._config), window, agents=[agent])
-        found = result.agents.get(agent)
+        return result.agents.get(agent)
+
+    async def audit(self, agent: str, window: str) -> tuple[datetime, AgentResult] | None:
+        found = self._audit(agent, window)
         return None if found is None else (self.at, found)
 
     async def labels_on(self, decisions: Collection[str]) -> list[Label]:

@@ -11,7 +11,7 @@ from concurrent.futures import Executor
 import aiohttp_session
 from aiohttp import web
 
-from daemon.http import api, labelling, reviews, security, sessions, signin, templating, views
+from daemon.http import api, labelling, reviews, reviewviews, security, sessions, signin, templating, views
 from daemon.http.backend import BACKEND, Backend
 from daemon.http.handling import EXECUTOR, SLOTS, Handler, Slots, capped
 from daemon.http.urls import AGENT
@@ -49,6 +49,9 @@ def make_app(backend: Backend, *, executor: Executor | None = None, session_key:
         ("POST", "/login", signin.login),
         ("POST", "/logout", signin.logout),
         ("POST", "/labels", labelling.post_label),
+        ("GET", "/reviews", capped(reviewviews.queue)),
+        ("GET", "/reviews/{review}", capped(reviewviews.review)),
+        ("POST", "/reviews/{review}/close", reviewviews.close),
         ("GET", templating.STYLESHEET, security.stylesheet),
         ("POST", "/v1/labels", api.post_label),
         ("GET", "/v1/reviews", reviews.list_reviews),

@@ -12,19 +12,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from datetime import datetime
-from urllib.parse import urlencode
 
 from aiohttp import web
 
 from collectors.jsonl import LABEL_VALUES, MAX_NOTE
 from collectors.rfc3339 import format_ts, parse_ts
-from daemon.http import pages
 from daemon.http.api import is_text
 from daemon.http.backend import BACKEND, Backend
-from daemon.http.forms import from_elsewhere, read_form, see_other
-from daemon.http.guards import local_path, tokens_match
+from daemon.http.forms import read_form, reviewer_post, see_other
+from daemon.http.guards import local_path
 from daemon.http.rows import EMOJI
-from daemon.http.sessions import form_token, signed_in
 from daemon.http.views import message
 
 #: Seconds the answer waits for the daemon to show the label it wrote; then it answers anyway (the label is written).
@@ -67,17 +64,13 @@ async def post_label(request: web.Request) -> web.Response:
     if isinstance(form, web.Response):
         return form
     next_path = local_path(form.get("next"))
-    reviewer, session = await signed_in(request, backend.reviewers())
-    viewer = pages.Viewer(reviewer, form_token(session) if reviewer else "", next_path)
-    fields = label_fields(form)  # a form that cannot be a label is refused as such, signed in or not
-    if isinstance(fields, str):
-        return await message(request, 400, "Bad request", f"Not labelled: {fields}.", back=next_path, viewer=viewer)
-    if reviewer is None:
-        return see_other("/login?" + urlencode({"next": next_path}))
-    if from_elsewhere(request) or not tokens_match(session.get("csrf"), form.get("csrf_token")):
-        return await message(request, 403, "Refused", "This form did not come from honestyd's own page (its form token"
-                             " is missing or wrong): nothing was labelled. Reload the page and label again.",
-                             back=next_path, viewer=viewer)
+    fields = label_fields(form)
+    poster = await reviewer_post(request, form, next_path, f"Not labelled: {fields}." if isinstance(fields, str)
+                                 else None, undone="nothing was labelled", again="label again")
+    if isinstance(poster, web.Response):
+        return poster
+    assert not isinstance(fields, str)  # reviewer_post refused it
+    reviewer, session, viewer = poster.reviewer, poster.session, poster.viewer
     decision, value, note = fields
     known = await backend.knows_decision(decision)
     if known is None:

@@ -157,6 +157,12 @@ _REFUSED = _response("The form token is missing or wrong, or the form came from 
 _SLOW = _response("Form not received in time", _STRING, TEXT)
 
 
+_REVIEW_404 = {"description": "No such review (HTML) or no such route (text)",
+               "content": {HTML: {"schema": _STRING}, TEXT: {"schema": _STRING}}}
+_REVIEW_PARAM = {"name": "review", "in": "path", "required": True, "description": "The review's id.",
+                 "schema": {"type": "string", "minLength": 1}}
+
+
 def _form(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:  # OpenAPI 3.0 takes no empty list here
@@ -165,7 +171,7 @@ def _form(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 
 def _reviewer_paths(config: Config) -> dict[str, Any]:
-    """The sign-in and labelling routes of the reviewer's pages (HTML forms, session cookie)."""
+    """The sign-in, labelling and review routes of the reviewer's pages (HTML forms, session cookie)."""
     large = _response(f"Form larger than [api] max_body ({config.api.max_body} bytes)", _STRING, TEXT)
     token = {"csrf_token": {**_STRING, "description": "The form token of the page the form is on (without it: 403)"}}
     unsupported = _response(f"Not a form ({FORM})", _STRING, TEXT)
@@ -198,6 +204,25 @@ def _reviewer_paths(config: Config) -> dict[str, Any]:
                           "408": _SLOW, "413": large, "415": unsupported,
                           "500": _response("Label not written", _STRING, HTML),
                           "503": _response("Decisions not loaded yet", _STRING, HTML)}}},
+        "/reviews": {"get": {
+            "summary": "The review queue (HTML): open reviews first, oldest first, then the closed ones",
+            "parameters": [{"name": "state", "in": "query", "required": False,
+                            "schema": {"type": "string", "enum": ["open", "closed"]}}],
+            "responses": {"200": _response("Queue page", _STRING, HTML), "400": _PAGE_400, "429": _BUSY}}},
+        "/reviews/{review}": {"get": {
+            "summary": "One review (HTML): what it recorded beside the live audit of its decisions, the forms",
+            "parameters": [_REVIEW_PARAM],
+            "responses": {"200": _response("Review page", _STRING, HTML),
+                          "404": _REVIEW_404, "429": _BUSY}}},
+        "/reviews/{review}/close": {"post": {
+            "summary": "A signed-in reviewer closes an open review with a note (appended to reviews/honestyd.jsonl)",
+            "parameters": [_REVIEW_PARAM],
+            "requestBody": _form({"note": {"type": "string", "minLength": 1, "maxLength": 4000, "pattern": "\\S",
+                                           "description": "What the review found"}, **token}, ["note"]),
+            "responses": {"303": _SEE_OTHER, "400": _response("No note, or one too long", _STRING, HTML),
+                          "403": _REFUSED, "404": _REVIEW_404, "408": _SLOW,
+                          "409": _response("The review is closed already", _STRING, HTML), "413": large,
+                          "415": unsupported, "500": _response("Not written: the review stays open", _STRING, HTML)}}},
         "/static/honestyd.css": {"get": {"summary": "The pages' stylesheet",
                                          "responses": {"200": _response("CSS", _STRING, "text/css")}}},
     }

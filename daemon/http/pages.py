@@ -21,6 +21,8 @@ from daemon.http.rows import HEADS, AgentQuery, paged, row_views, select
 from daemon.http.templating import environment, render
 from daemon.http.urls import agent_href
 from daemon.render import arithmetic
+from daemon.reviews.queue import Review
+from daemon.reviews.views import page_href, progress_text
 from daemon.snapshot import Snapshot
 from daemon.tune_apply import FLOOR
 from scorers.history import history_points
@@ -94,6 +96,24 @@ def _progress(t: LabelTally) -> dict[str, Any]:
     return {"tally": t, "floor": FLOOR, "missing": t.missing(FLOOR)}
 
 
+@dataclass(frozen=True)
+class ReviewLink:
+    """An open review as the index and the agent page point to it."""
+
+    id: str
+    href: str
+    agent: str
+    reason: str
+    why: str
+    progress: str
+
+
+def review_links(reviews: Sequence[Review]) -> list[ReviewLink]:
+    """The open ones of ``reviews``, oldest first as given, as links to their pages."""
+    return [ReviewLink(r.id, page_href(r.id), r.agent, r.reason, str(r.evidence.get("why", "")), progress_text(r))
+            for r in reviews if r.is_open]
+
+
 def dashboard_windows(snap: Snapshot) -> tuple[str, str | None]:
     """(the dashboard window, the 7 d window it is compared with): 24h and 7d when configured."""
     names = list(snap.windows)
@@ -126,9 +146,10 @@ def _sorted(rows: list[IndexRow], sort: str) -> list[IndexRow]:
 
 
 def index_page(snap: Snapshot, *, viewer: Viewer = ANONYMOUS, history: Sequence[DayCounts] = (),
-               unlabelled: Mapping[str, int] | None = None, sort: str = "name",
+               unlabelled: Mapping[str, int] | None = None, sort: str = "name", reviews: Sequence[Review] = (),
                env: jinja2.Environment | None = None) -> str:
-    """Every agent's score in every window with its band, 7-day sparkline and change, and unlabelled failures."""
+    """Every agent's score in every window with its band, 7-day sparkline and change, unlabelled failures and open
+    reviews (``reviews``: the queue's open ones)."""
     cfg = snap.config
     dash, week = dashboard_windows(snap)
     days = last_days(snap.at.date(), SPARK_DAYS)
@@ -151,9 +172,12 @@ def index_page(snap: Snapshot, *, viewer: Viewer = ANONYMOUS, history: Sequence[
             charts.sparkline(points, threshold=cfg.scoring.alert_below, title=f"{agent} · {dash} · last 7 days"),
             scored[-1] - scored[0] if len(scored) >= 2 else None, now.decisions if now else 0,
             now.score if now else None, None if unlabelled is None else unlabelled.get(agent, 0)))
+    links = review_links(reviews)
     context = {"snap": snap, "cfg": cfg, "dash": dash, "rows": _sorted(rows, sort), "sort": sort, "sorts": SORTS,
                "viewer": viewer, "title": "honestyd", "floor": cfg.scoring.min_decisions,
-               "progress": _progress(overall(snap.labels)), "counts_unlabelled": unlabelled is not None}
+               "progress": _progress(overall(snap.labels)), "counts_unlabelled": unlabelled is not None,
+               "open_reviews": len(links), "reviews_of": {r.agent: [x for x in links if x.agent == r.agent]
+                                                          for r in rows}}
     return render(_env(env), "index.html", context)
 
 
@@ -177,6 +201,7 @@ class AgentInputs:
     labels: Sequence[Label]
     history: Sequence[DayCounts] = ()
     weight_changes: Sequence[tuple[date, str]] = ()
+    reviews: Sequence[Review] = ()  # the agent's open reviews
 
 
 def agent_rows(a: AgentResult, q: AgentQuery, labels: Sequence[Label]) -> tuple[list[Any], Any]:
@@ -205,6 +230,7 @@ def audit_page(a: AgentResult, result: WindowResult, snap: Snapshot, *, query: A
         "chart": agent_chart(cfg, snap, a.agent, inputs.history, inputs.weight_changes),
         "progress": _progress(snap.labels.get(a.agent, LabelTally())),
         "others": [w for w in snap.windows if w != result.window],
+        "reviews": review_links([r for r in inputs.reviews if r.agent == a.agent]),
         "title": f"{a.agent} · {result.window} · honestyd",
     }
     return render(_env(env), "agent.html", context)

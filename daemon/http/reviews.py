@@ -12,7 +12,6 @@ Both POSTs are body-limited like ``POST /v1/labels`` (``[api] max_body``, :data:
 from __future__ import annotations
 
 import json
-import re
 
 from aiohttp import web
 
@@ -27,7 +26,12 @@ from daemon.reviews.queue import ReviewRefused
 STATES = ("open", "closed")
 #: White space as the OpenAPI document's ``pattern: \S`` (ECMAScript's ``\s``) reads it: Python's ``str.isspace``
 #: also takes U+001C to U+001F, which would refuse a note the document calls valid.
-_BLANK = re.compile("[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*")
+SPACE = "\t\n\v\f\r \u00a0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000\ufeff"
+
+
+def is_blank(note: str) -> bool:
+    """True for a note of nothing but white space (:data:`SPACE`), the empty one included."""
+    return not note.strip(SPACE)
 
 
 async def list_reviews(request: web.Request) -> web.Response:
@@ -61,7 +65,7 @@ def _note(raw: bytes) -> str | web.Response:
     if unknown:
         return error(400, f"unknown field {unknown[0]!r}")
     note = body.get("note")
-    if not isinstance(note, str) or _BLANK.fullmatch(note):
+    if not isinstance(note, str) or is_blank(note):
         return error(400, "note must be a non-empty string: what the review found")
     try:
         note.encode("utf-8")

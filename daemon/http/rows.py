@@ -143,7 +143,7 @@ class RowView:
 
     id: str
     anchor: str
-    ts: datetime
+    ts: datetime | None  # None: a review recorded no valid time of it (its file was written by hand)
     kind: str
     location: str
     thread: str | None
@@ -183,14 +183,29 @@ def row_view(row: DecisionRow, text: str | None, labels: Sequence[Label], me: st
     (with notes), ``me`` the signed-in reviewer."""
     d = row.decision
     head, rest = split_text(text or "")
-    views = [LabelView(lb.reviewer, lb.value, EMOJI.get(lb.value, lb.value), lb.ts, lb.note)
-             for lb in current_labels(labels)]
-    mine = next((v for v in views if v.reviewer == me), None) if me is not None else None
+    mine, others = label_views(labels, me)
     return RowView(
         d.id, anchor(d.id), d.ts, d.kind, d.location, d.thread, d.prompt, head, rest, text is None,
         tuple((f"{c.type}: {c.target}", cite_href(c)) for c in d.citations),
         tuple(cell(c, row.outcomes[c]) for c in COMPONENTS if c in row.outcomes),
-        any(fails(o) for o in row.outcomes.values()), mine, tuple(v for v in views if v is not mine))
+        any(fails(o) for o in row.outcomes.values()), mine, others)
+
+
+def label_views(labels: Sequence[Label], me: str | None) -> tuple[LabelView | None, tuple[LabelView, ...]]:
+    """(the signed-in reviewer's current label, every other reviewer's) among ``labels``, all on one decision."""
+    views = [LabelView(lb.reviewer, lb.value, EMOJI.get(lb.value, lb.value), lb.ts, lb.note)
+             for lb in current_labels(labels)]
+    mine = next((v for v in views if v.reviewer == me), None) if me is not None else None
+    return mine, tuple(v for v in views if v is not mine)
+
+
+def bare_row(decision: str, ts: datetime | None, kind: str, location: str, labels: Sequence[Label], me: str | None
+             ) -> RowView:
+    """A failing decision known only by what a review recorded of it (it left the window): its labels and the form,
+    no text and no outcomes (the row's template says why instead)."""
+    mine, others = label_views(labels, me)
+    return RowView(decision, anchor(decision), ts, kind, location, None, None, "", "", False, (), (), True, mine,
+                   others)
 
 
 def row_views(rows: Sequence[DecisionRow], texts: Mapping[Order, str] | None, labels: Sequence[Label],

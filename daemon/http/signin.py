@@ -17,8 +17,8 @@ from aiohttp import web
 
 from daemon.http import pages
 from daemon.http.backend import BACKEND
-from daemon.http.forms import from_elsewhere, read_form, see_other
-from daemon.http.guards import AttemptLimiter, local_path, tokens_match
+from daemon.http.forms import forged, read_form, see_other
+from daemon.http.guards import AttemptLimiter, local_path
 from daemon.http.sessions import check_token, form_token, sign_in, signed_in
 from daemon.http.views import html, message
 
@@ -53,7 +53,7 @@ async def login(request: web.Request) -> web.Response:
     next_path = local_path(form.get("next"))
     name, token = form.get("reviewer", "").strip(), form.get("token", "")
     _, session = await signed_in(request, request.app[BACKEND].reviewers())
-    if from_elsewhere(request) or not tokens_match(session.get("csrf"), form.get("csrf_token")):
+    if forged(request, session, form):
         return await _form_page(request, 403, next_path, name, "This sign-in form came from another site or has "
                                 "expired: sign in from this page.")
     reviewers = request.app[BACKEND].reviewers()
@@ -78,7 +78,7 @@ async def logout(request: web.Request) -> web.Response:
     if isinstance(form, web.Response):
         return form
     _, session = await signed_in(request, request.app[BACKEND].reviewers())
-    if from_elsewhere(request) or not tokens_match(session.get("csrf"), form.get("csrf_token")):
+    if forged(request, session, form):
         return await message(request, 403, "Refused", "This sign-out did not come from honestyd's own page (its form"
                              " token is missing or wrong): you are still signed in.", back="/")
     session.invalidate()

@@ -1,4 +1,5 @@
-"""The page handlers: each looks up what its page shows and has :mod:`daemon.http.pages` build it off the loop.
+"""The page handlers: each looks up what its page shows and has :mod:`daemon.http.pages` build it off the loop (the
+review queue's are in :mod:`daemon.http.reviewviews`).
 
 A bad query value is a 400 page saying which and what is allowed; an unknown agent a 404 page.
 """
@@ -78,15 +79,18 @@ async def agent_page(request: web.Request) -> web.Response:
     except web.HTTPServiceUnavailable:  # the store is being rebuilt: the chart waits, the page does not
         history = []
 
+    reviews = [r for r in backend.review_list("open") if r.agent == agent]
+
     def build(env: jinja2.Environment) -> str:  # off the loop: the changelog is a file
-        inputs = pages.AgentInputs(texts, labels, history, changelog.weight_changes(backend.changelog_text()))
+        inputs = pages.AgentInputs(texts, labels, history, changelog.weight_changes(backend.changelog_text()),
+                                   reviews)
         return pages.audit_page(a, result, snap, query=q, inputs=inputs, viewer=viewer, env=env)
 
     return await render_off_loop(request, build)
 
 
 async def index(request: web.Request) -> web.Response:
-    """All agents, all windows: bands, sparklines, 7-day change, unlabelled failures; sortable."""
+    """All agents, all windows: bands, sparklines, 7-day change, unlabelled failures, open reviews; sortable."""
     backend = request.app[BACKEND]
     snap = current_snapshot(request)
     viewer = await viewer_of(request)
@@ -100,8 +104,9 @@ async def index(request: web.Request) -> web.Response:
     except web.HTTPServiceUnavailable:
         history = []
     unlabelled = await backend.unlabelled_failures(dash)
+    reviews = list(backend.review_list("open"))
     return await render_off_loop(request, lambda env: pages.index_page(
-        snap, viewer=viewer, history=history, unlabelled=unlabelled, sort=sort, env=env))
+        snap, viewer=viewer, history=history, unlabelled=unlabelled, sort=sort, reviews=reviews, env=env))
 
 
 async def methodology(request: web.Request) -> web.Response:

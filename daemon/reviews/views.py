@@ -83,7 +83,8 @@ def detail(review: Review, now: datetime) -> dict[str, Any]:
 # --- Markdown (honestyd reviews show)
 
 
-def _duration(seconds: float) -> str:
+def age_text(seconds: float) -> str:
+    """A duration as the queue shows it, to the minute: ``2d 3h 5m``, ``4h 0m``, ``7m``."""
     minutes = int(seconds // 60)
     days, rest = divmod(minutes, 1440)
     hours, mins = divmod(rest, 60)
@@ -118,7 +119,7 @@ def markdown(review: Review, now: datetime, base: str = "") -> str:
              f"({md_text(str(d['why']))}).", "",
              f"- Opened: {format_ts(review.since)} by {md_text(str(d['by']))}"
              + (f" (round {review.rounds}; first opened {format_ts(review.opened_at)})" if review.rounds > 1 else "")
-             + f"; {state} for {_duration(review.age(now))}",
+             + f"; {state} for {age_text(review.age(now))}",
              f"- Score: {_percent(d['percent'])}, 95 % interval {_interval(d['interval'])}, "
              f"N = {d['decisions']} decisions, weights {md_text(str(d['weights_version']))}"]
     ref = d.get("reference")

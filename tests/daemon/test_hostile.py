@@ -49,6 +49,7 @@ from collectors.statedir import walk, walk_tree
 from daemon.changelog import INTRO, append_entries, digest_entry
 from daemon.config import Config
 from daemon.http.pages import AgentInputs, Viewer, audit_page, index_page, methodology_page
+from daemon.http.reviewpages import queue_page, review_page
 from daemon.ingest import Ingester
 from daemon.limits import name_bytes
 from daemon.metrics import CONTENT_TYPE, SnapshotRenderer, label_value
@@ -57,7 +58,7 @@ from daemon.store import Store
 from daemon.verify.paths import check_path
 from scorers.context import Records
 from scorers.score import evaluate
-from tests.helpers import review_entries
+from tests.helpers import opened_reviews, review_entries
 from tests.tools import require
 
 AT = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -84,11 +85,11 @@ AGENTS = (*HOSTILE, SURROGATE_AGENT, "A" * 65536)
 TAGS_WE_WRITE = {"html", "head", "meta", "title", "link", "body", "header", "nav", "main", "div", "p", "a", "h1", "h2",
                  "table", "thead", "tbody", "tr", "th", "td", "span", "code", "small", "br", "pre", "strong", "time",
                  "details", "summary", "q", "figure", "figcaption", "form", "input", "button", "label", "select",
-                 "option", "dl", "dt", "dd",
+                 "option", "dl", "dt", "dd", "section", "ol", "li", "textarea",
                  "svg", "rect", "line", "text", "polyline", "circle", "path"}
 ATTRS_WE_WRITE = {"lang", "charset", "name", "content", "rel", "href", "class", "id", "method", "action", "type",
                   "value", "maxlength", "placeholder", "aria-label", "title", "checked", "selected", "role", "for",
-                  "autocomplete", "required",
+                  "autocomplete", "required", "rows", "cols",
                   "xmlns", "width", "height", "viewbox", "x", "y", "x1", "y1", "x2", "y2", "fill", "stroke",
                   "stroke-width", "stroke-dasharray", "text-anchor", "font-size", "points", "cx", "cy", "r", "d"}
 CLASSES_WE_WRITE = {"ok", "bad", "na", "pending", "why", "score", "insufficient", "top", "who", "inline", "reviewer",
@@ -97,7 +98,10 @@ CLASSES_WE_WRITE = {"ok", "bad", "na", "pending", "why", "score", "insufficient"
                     "label", "mine", "other", "up", "down", "emoji", "by", "note", "label-form", "threshold",
                     "mark-weights", "mark-gap", "mark-drop", "series", "dot", "empty", "spark", "sort", "agents",
                     "agent", "band", "alert", "drop", "change", "unlabelled", "band-ok", "band-alert", "band-drop",
-                    "band-insufficient", "band-na", "message", "error", "login", "decision", "id", "kind", "source"}
+                    "band-insufficient", "band-na", "message", "error", "login", "decision", "id", "kind", "source",
+                    "queue", "review", "review-open", "reviews", "open", "closed", "reason", "reason-below",
+                    "reason-drop", "at-opening", "opened", "age", "state", "review-head", "snapshot", "now",
+                    "score-then", "score-now", "audit", "opening", "gone", "close-form", "alerts", "history"}
 #: Where a link may point: a path of honestyd's, percent-encoded through and through; or a cited http(s) URL, on the
 #: citation's own link only, with no character a URL must not hold bare.
 LOCAL_HREF = re.compile(r"/(?!/)[A-Za-z0-9/%?=&._~-]*")
@@ -275,6 +279,28 @@ def test_pages_render_hostile_content_as_text(snap: Snapshot, state: Path) -> No
     agents = sorted({a for w in snap.windows.values() for a in w.agents})
     text = assert_page_is_ours(methodology_page(snap.config, agents, changelog))
     assert changelog in text
+
+
+def test_review_pages_render_hostile_content_as_text(snap: Snapshot) -> None:
+    # The reviews the opening rule opens for the hostile agents (the real evidence), one closed with a hostile note;
+    # every listed decision labelled by reviewers with hostile names and notes.
+    queue = opened_reviews(snap, close=(HOSTILE[0], HOSTILE[1]))
+    reviews = queue.listing()
+    agents = {r.agent for r in reviews}
+    assert len(agents & set(HOSTILE)) >= 3 and any(not r.is_open for r in reviews)
+    viewer = Viewer(HOSTILE[2], HOSTILE[1], "/reviews")
+    text = _norm(assert_page_is_ours(queue_page(reviews, AT, viewer=viewer)))
+    assert all(_norm(a) in text for a in agents) and _norm(HOSTILE[1]) in text  # names and the note, as text
+    assert _norm(assert_page_is_ours(index_page(snap, reviews=reviews)))
+    for review in reviews:
+        a = snap.windows["24h"].agents[review.agent]
+        labels = [Label(AT, d, value, bad, "labels/api.jsonl", k, 0, bad) for d in review.failed_ids()
+                  for k, (value, bad) in enumerate(zip(("up", "down"), HOSTILE[:2], strict=True))]
+        text = _norm(assert_page_is_ours(review_page(review, AT, snap=snap, live=a, labels=labels,
+                                                     viewer=Viewer(HOSTILE[0], HOSTILE[2], f"/reviews/{review.id}"))))
+        assert _norm(review.agent) in text and _norm(str(review.evidence["why"])) in text
+        if review.failed_ids():
+            assert _norm(HOSTILE[1]) in text and "👎" in text  # the notes, as text
 
 
 # --- Prometheus metrics

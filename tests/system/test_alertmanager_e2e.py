@@ -1,15 +1,19 @@
-"""End to end with real Prometheus and real Alertmanager (Debian's ``prometheus`` and ``prometheus-alertmanager``):
-an agent slips in the real ``honestyd run``, her reviews open, Prometheus evaluates the shipped rules and fires,
-Alertmanager posts to the daemon's webhook with the shipped routing, and the alerts are recorded on the reviews; the
-daemon restarts in the middle and keeps the queue exactly; a reviewer closes the reviews, ``honesty_reviews_open``
-goes back to 0, and the closes are in ``reviews/*.jsonl`` and the changelog.
+"""The loop closed end to end, with real Prometheus and real Alertmanager (Debian's ``prometheus`` and
+``prometheus-alertmanager``) and real headless Chromium: an agent slips in the real ``honestyd run``, her reviews
+open, Prometheus evaluates the shipped rules and fires, Alertmanager posts to the daemon's webhook with the shipped
+routing, and the alerts are recorded on the reviews; in the browser a reviewer signs in, opens the queue, opens the
+review and labels its decisions 👍/👎; the daemon restarts and keeps the queue exactly (the same ids, the same
+progress, on the API and on the page); the reviewer closes both reviews from their pages with a note,
+``honesty_reviews_open`` goes back to 0 on /metrics, and the closes are in ``reviews/*.jsonl`` and the changelog.
 
 Prometheus loads ops/prometheus/alerts.yml with its ``for:`` durations shortened to 1s (the shipped ones wait 5-15
 minutes), and Alertmanager ops/alertmanager/alertmanager.yml with the webhook's address and token file set for the
-test and its group waits shortened to 1s (the shipped 30 s and 5 min); everything else is the shipped text.
+test and its group waits shortened to 1s (the shipped 30 s and 5 min); everything else is the shipped text. With
+``HONESTYD_SCREENSHOTS=DIR`` set, the queue and a review page are saved there as reviews.png and review.png
+(docs/img/ holds the ones in docs/operations.md).
 
 Prints the time from zoe's failing decisions being written to her open reviews, and to Alertmanager's alerts on
-them.
+them (figures for the issue, not assertions).
 """
 
 from __future__ import annotations
@@ -27,9 +31,13 @@ from typing import Any
 import pytest
 
 from collectors.rfc3339 import parse_ts
+from daemon.http.templating import anchor
+from tests.cdp import Browser
 from tests.conftest import ROOT
 from tests.daemon_harness import Running, daemon, end, free_port, stop, wait_for, write_config
+from tests.system.test_browser import Node, chromium, parse
 from tests.system.test_prometheus_e2e import GHOST, STEP, UNCITED, _decision, _state, prometheus
+from tests.system.test_reviewing import labels_on, row, shot, sign_in
 from tests.tools import require
 
 SHIPPED = ROOT / "ops" / "alertmanager" / "alertmanager.yml"
@@ -101,8 +109,39 @@ def _queue(d: Running) -> list[dict[str, Any]]:
     return [{k: v for k, v in _detail(d, r["id"]).items() if k != "age_seconds"} for r in _reviews(d)]
 
 
-@pytest.mark.timeout(150)
-def test_an_alert_from_real_alertmanager_lands_on_the_review_and_a_restart_keeps_the_queue(tmp_path: Path) -> None:
+def queue_rows(b: Browser, d: Running) -> list[tuple[str, ...]]:
+    """The queue page's rows as the browser shows them: (state, id, agent, reason, progress), in page order."""
+    b.goto(d.base + "/reviews")
+    doc = parse(b.html())
+    out = []
+    for tr in doc.iter("tr"):
+        cells = {c: td.all_text().strip() for td in tr.iter("td") for c in td.classes()}
+        if "id" in cells:
+            out.append((next(iter(tr.classes() & {"open", "closed"})), cells["id"], cells["agent"],
+                        cells["reason"].split(":", 1)[0], cells["progress"]))
+    return out
+
+
+def label_all(b: Browser, d: Running, review: dict[str, Any]) -> list[str]:
+    """On the review's page, 👍 on its newest decision and 👎 on every other; the decisions, in the page's order."""
+    b.goto(d.base + review["links"]["page"])
+    ids = [f["id"] for f in _detail(d, review["id"])["failed"]]
+    for n, decision in enumerate(ids):
+        b.click_and_load(f"tr#{anchor(decision)} button[value={'up' if n == 0 else 'down'}]")
+    return ids
+
+
+def close_from_its_page(b: Browser, d: Running, review: str, note: str) -> Node:
+    """From the queue, open the review by its link and close it with ``note``; the page the close led to."""
+    b.goto(d.base + "/reviews")
+    b.click_and_load(f'td.id a[href="/reviews/{review}"]')
+    b.type("#close-note", note)
+    b.click_and_load("form.close-form button")
+    return parse(b.html())
+
+
+@pytest.mark.timeout(240)
+def test_from_a_slip_through_alertmanager_to_a_review_labelled_and_closed_in_the_browser(tmp_path: Path) -> None:
     require("prometheus")
     require("prometheus-alertmanager")
     port = free_port()
@@ -110,18 +149,21 @@ def test_an_alert_from_real_alertmanager_lands_on_the_review_and_a_restart_keeps
     config = write_config(tmp_path / "config.toml", rescore="1s")
     webhook = f"http://127.0.0.1:{port}"
     with alertmanager(tmp_path / "am", webhook) as am, \
-            prometheus(tmp_path / "prom", f"127.0.0.1:{port}", alertmanager=am) as p:
+            prometheus(tmp_path / "prom", f"127.0.0.1:{port}", alertmanager=am) as p, \
+            Browser(chromium(), tmp_path / "profile") as b:
         with daemon(tmp_path, root, config=config, env=ENV, port=port) as d:
             wait_for(lambda: p.query('honesty_score{window="24h"}').get("zoe") == 1.0, STEP, "the first scrape")
             assert _reviews(d) == []
-            # zoe slips: 30 uncited decisions and 6 citing files that do not exist (as test_prometheus_e2e.py).
+            # zoe slips: 12 uncited decisions and 2 citing files that do not exist (as test_prometheus_e2e.py); the
+            # uncited ones fail citation_rate, the others only wait for their gap grace.
             slip_at = datetime.now(UTC)
-            lines = [_decision("zoe", 1000 + i, slip_at - timedelta(seconds=i), GHOST if i % 6 == 0 else UNCITED)
-                     for i in range(36)]
+            lines = [_decision("zoe", 1000 + i, slip_at - timedelta(seconds=i), GHOST if i % 7 == 0 else UNCITED)
+                     for i in range(14)]
             with (root / "heartbeats" / "zoe.jsonl").open("a", encoding="utf-8") as f:
                 f.write("".join(lines))
-            written = datetime.now(UTC)  # the failing decisions (dated up to 35 s back) exist from now on
+            written = datetime.now(UTC)  # the failing decisions (dated up to 13 s back) exist from now on
             opened = wait_for(lambda: len(_reviews(d, "open")) == 2 and _reviews(d, "open"), STEP, "zoe's reviews")
+            seen = (datetime.now(UTC) - written).total_seconds()
             assert {(r["agent"], r["reason"], r["by"]) for r in opened} == {("zoe", "below", "honestyd"),
                                                                           ("zoe", "drop", "honestyd")}
             below = next(r for r in opened if r["reason"] == "below")
@@ -141,24 +183,46 @@ def test_an_alert_from_real_alertmanager_lands_on_the_review_and_a_restart_keeps
             assert {a["alertname"] for a in _detail(d, drop["id"])["alerts"]} == {"HonestyScoreDrop"}
             assert all(a["status"] == "firing" for a in _detail(d, below["id"])["alerts"])
             assert len(_reviews(d)) == 2  # the alerts joined the reviews honestyd opened: none opened twice
-            before = _queue(d)
+
+            # A reviewer signs in from the queue and lands back on it: both reviews, the older first, nothing done.
+            assert "signed in as andrew" in " ".join(sign_in(b, d, "andrew", REVIEWER, "/reviews").all_text().split())
+            assert queue_rows(b, d) == [("open", r["id"], "zoe", r["reason"], "0 of 12 decisions labelled")
+                                        for r in sorted(opened, key=lambda r: (r["since"], r["id"]))]
+            ids = label_all(b, d, below)
+            page = parse(b.html())
+            assert "12 of 12 decisions labelled" in page.all_text()
+            marks = [labels_on(row(page, i)) for i in ids]
+            assert [m[0][0] for m in marks] == ["label mine up"] + ["down label mine"] * 11
+            shot(b, "review.png")
+            assert all(f["label"] is not None for f in _detail(d, drop["id"])["failed"])  # on both: same decisions
+            before, shown = _queue(d), queue_rows(b, d)
+            assert [r[-1] for r in shown] == ["12 of 12 decisions labelled"] * 2
             assert stop(d)[0] == 0
 
         with daemon(tmp_path, root, config=config, env=ENV, port=port) as d:  # the same queue after a restart
             assert _queue(d) == before
+            assert queue_rows(b, d) == shown  # still signed in too: the session key is kept beside the store
             assert d.metric("honesty_reviews_open", agent="zoe") == 2
-            for r, note in ((below, "zoe cited nothing: owner told"), (drop, "same slip as the below review")):
-                status, closed = d.post(f"/v1/reviews/{r['id']}/close", json.dumps({"note": note}).encode(), AUTH)
-                assert status == 200, closed
+            notes = {below["id"]: "zoe cited nothing: owner told", drop["id"]: "same slip as the below review"}
+            done = close_from_its_page(b, d, below["id"], notes[below["id"]])
+            assert f"Review {below['id']} closed." in done.all_text()
+            assert f"by andrew: {notes[below['id']]}" in " ".join(done.all_text().split())
+            assert not [f for f in done.iter("form") if f.attrs.get("action", "").endswith("/close")]
+            assert d.metric("honesty_reviews_open", agent="zoe") == 1
+            assert [r[:2] for r in queue_rows(b, d)] == [("open", drop["id"]), ("closed", below["id"])]
+            shot(b, "reviews.png")
+            close_from_its_page(b, d, drop["id"], notes[drop["id"]])
             assert d.metric("honesty_reviews_open", agent="zoe") == 0
             assert d.metric("honesty_review_oldest_open_age_seconds") == 0
             events = [json.loads(line) for line in (root / "reviews" / "honestyd.jsonl").read_text().splitlines()]
-            assert [(e["review"], e["note"]) for e in events if e["event"] == "closed"] == [
-                (below["id"], "zoe cited nothing: owner told"), (drop["id"], "same slip as the below review")]
+            assert [(e["review"], e["reviewer"], e["note"]) for e in events if e["event"] == "closed"] == [
+                (rid, "andrew", note) for rid, note in notes.items()]
+            assert sum(1 for e in events if e["event"] == "labelled") == 24  # 12 decisions on each of the two
             changelog = (root / "iris" / "honesty-changelog.md").read_text()
             for r in (below, drop):
                 assert f"review [`{r['id']}`](/reviews/{r['id']}) ({r['reason']}) closed by andrew" in changelog
             assert changelog.count("**Score drop** · zoe") == 1 and changelog.count("**Below threshold** · zoe") == 1
             assert stop(d)[0] == 0
-    print(f"\nalertmanager end to end: zoe's failing decisions written → her reviews open {to_open:.2f} s, →"
-          f" Alertmanager's alerts recorded on them {to_alert:.1f} s (rules' for: shortened to 1s, group_wait to 1s)")
+    print(f"\nalertmanager end to end: zoe's failing decisions written → her reviews open {to_open:.2f} s (listed by"
+          f" GET /v1/reviews {seen:.2f} s), → Alertmanager's alerts recorded on them {to_alert:.1f} s (rules' for:"
+          " shortened to 1s, group_wait to 1s)")

@@ -1,5 +1,6 @@
 """``honestyd demo`` with its defaults (what ``make demo`` runs): the slipping agent's review opens by itself, the
-banner prints the queue's URLs and a reviewer token, and that token closes the review.
+banner prints the queue's URL and the reviewer's sign-in, and with them a person closes the review from its page in
+real headless Chromium (the token in the banner's curl line is the same reviewer's).
 
 Prints the time from the demo's start and from zoe's first failing decision to her open review (the issue asks
 for the figure; it is not asserted, only waited for with a deadline).
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -20,8 +22,10 @@ from typing import Any
 import pytest
 
 from collectors.rfc3339 import parse_ts
+from tests.cdp import Browser
 from tests.conftest import HONESTYD, ROOT
 from tests.daemon_harness import free_port, wait_for
+from tests.system.test_browser import chromium, parse
 
 #: Generous: the demo generates three days of ten agents before it serves, on a machine other suites share.
 DEADLINE = 240.0
@@ -42,7 +46,7 @@ def _first_failure(root: Path) -> datetime:
 
 
 @pytest.mark.timeout(DEADLINE + 60)
-def test_the_demo_opens_the_slipping_agents_review_and_its_token_closes_it(tmp_path: Path) -> None:
+def test_the_demo_opens_the_slipping_agents_review_and_its_sign_in_closes_it_from_its_page(tmp_path: Path) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     started = time.monotonic()
@@ -58,9 +62,12 @@ def test_the_demo_opens_the_slipping_agents_review_and_its_token_closes_it(tmp_p
                 break
         serving = time.monotonic() - started
         text = "".join(banner)
-        assert f"reviews:     {base}/reviews" in text and f"reviews API: {base}/v1/reviews\n" in text
-        token = text.split("token ", 1)[1].split(")", 1)[0]
-        assert f"Authorization: Bearer {token}" in text
+        assert f"reviews:     {base}/reviews   (" in text and "close it with a note from its page" in text
+        found = re.search(r"sign in: +(\S+) +reviewer: (\S+) +token: (\S+)", text)
+        assert found, text
+        login, reviewer, token = found.groups()
+        assert login == f"{base}/login" and f"reviews API: {base}/v1/reviews   (" in text
+        assert f"Authorization: Bearer {token}'" in text
 
         def zoe_review() -> dict[str, Any] | None:
             found = [r for r in _get(base, "/v1/reviews?state=open")["reviews"] if r["agent"] == "zoe"]
@@ -74,12 +81,17 @@ def test_the_demo_opens_the_slipping_agents_review_and_its_token_closes_it(tmp_p
               f"{lag:.1f} s after her first failing decision ({review['why']}, {review['progress']['text']})")
         assert review["reason"] == "below" and review["by"] == "honestyd" and review["progress"]["decisions"] > 0
         assert [r["agent"] for r in _get(base, "/v1/reviews?state=open")["reviews"]].count("zoe") == 1
-        req = urllib.request.Request(f"{base}/v1/reviews/{review['id']}/close", method="POST",
-                                     data=json.dumps({"note": "demo: zoe stopped citing"}).encode(),
-                                     headers={"Authorization": f"Bearer {token}"})
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            assert resp.status == 200
-        assert _get(base, f"/v1/reviews/{review['id']}")["closed"]["reviewer"] == "demo"
+        with Browser(chromium(), tmp_path / "profile") as b:  # what the banner says: sign in, open it, close it
+            b.goto(login + "?next=/reviews")
+            b.type("#reviewer", reviewer)
+            b.type("#token", token)
+            b.click_and_load("form.login button")
+            b.click_and_load(f'td.id a[href="/reviews/{review["id"]}"]')
+            b.type("#close-note", "demo: zoe stopped citing")
+            b.click_and_load("form.close-form button")
+            assert f"Review {review['id']} closed." in parse(b.html()).all_text()
+        closed = _get(base, f"/v1/reviews/{review['id']}")["closed"]
+        assert (closed["reviewer"], closed["note"]) == ("demo", "demo: zoe stopped citing")
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -1,10 +1,12 @@
-"""Every page the real daemon serves (signed in and not, errors and refusals included) is valid HTML — html5lib's
-strict parser raises on the first parse error — and every answer carries the headers that keep a page from being
-framed, sniffed, leaking its URL or running anything that is not honestyd's."""
+"""Every page the real daemon serves (signed in and not, errors and refusals included; the review queue's with the
+review the daemon opens for ada, below 70 % at start) is valid HTML — html5lib's strict parser raises on the first
+parse error — and every answer carries the headers that keep a page from being framed, sniffed, leaking its URL or
+running anything that is not honestyd's."""
 
 from __future__ import annotations
 
 import http.cookiejar
+import json
 import re
 import urllib.error
 import urllib.parse
@@ -90,6 +92,21 @@ PAGES = [
 ]
 
 
+def review_of(live: Running) -> str:
+    """The id of the review the daemon opened for ada (below the threshold at its first evaluation)."""
+    status, text = live.get("/v1/reviews")
+    assert status == 200, text
+    [review] = json.loads(text)["reviews"]
+    assert (review["agent"], review["reason"]) == (SCORED, "below")
+    return str(review["id"])
+
+
+def review_pages(review: str) -> list[tuple[str, int]]:
+    return [("/reviews", 200), ("/reviews?state=open", 200), ("/reviews?state=closed", 200),
+            ("/reviews?state=stale", 400), (f"/reviews/{review}", 200), ("/reviews/r-20260101-00000000", 404),
+            ("/reviews/%3Cscript%3E", 404)]
+
+
 @pytest.mark.parametrize("signed_in", [False, True])
 def test_every_page_is_valid_html_with_the_headers(live: Running, signed_in: bool, tmp_path: Path) -> None:
     client = Client(live.base)
@@ -97,7 +114,7 @@ def test_every_page_is_valid_html_with_the_headers(live: Running, signed_in: boo
         status, headers, _ = client.fetch("/login", {"csrf_token": client.token("/login"), "reviewer": "alice",
                                                      "token": TOKEN, "next": "/"})
         assert status == 303 and headers["Location"] == "/"
-    for path, expected in PAGES:
+    for path, expected in PAGES + review_pages(review_of(live)):
         status, headers, body = client.fetch(path)
         assert status == expected, (path, status, body[:300])
         assert headers["Content-Type"].startswith("text/html"), path
@@ -130,14 +147,36 @@ def test_form_answers_and_refusals_are_valid_html_with_the_headers(live: Running
         assert_valid(body, f"POST /labels {expected}")
     status, headers, body = client.fetch("/labels", label)
     assert status == 303 and headers["Location"] == "/"
+    # Closing ada's review from its page: refused without the token (403), with no note (400), for an unknown
+    # review (404); closed (303 back to it), then closed already (409).
+    review = review_of(live)
+    token = client.token(f"/reviews/{review}")
+    close = f"/reviews/{review}/close"
+    for path, form, expected in ((close, {"note": "found it"}, 403), (close, {"note": " ", "csrf_token": token}, 400),
+                                 ("/reviews/r-nope/close", {"note": "x", "csrf_token": token}, 404),
+                                 (close, {"note": "<b>ada</b> cites nothing", "csrf_token": token}, 303),
+                                 (close, {"note": "again", "csrf_token": token}, 409)):
+        status, headers, body = client.fetch(path, form)
+        assert status == expected, (path, form, status, body[:300])
+        assert_headers(headers, f"POST {path} {expected}")
+        if expected == 303:
+            assert headers["Location"] == f"/reviews/{review}"
+        else:
+            assert_valid(body, f"POST {path} {expected}")
+    for path in (f"/reviews/{review}", "/reviews?state=closed"):  # the close and its note on the pages
+        status, headers, body = client.fetch(path)
+        assert status == 200 and "&lt;b&gt;ada&lt;/b&gt; cites nothing" in body, path
+        assert_valid(body, path)
     status, headers, body = client.fetch("/logout", {"csrf_token": "wrong"})
     assert status == 403
     assert_valid(body, "POST /logout 403")
     status, headers, _ = client.fetch("/logout", {"csrf_token": token})
     assert status == 303 and headers["Location"] == "/"
-    # Signed out: a label goes to the sign-in, and back to where it was posted from.
+    # Signed out: a label goes to the sign-in, and back to where it was posted from; so does a close.
     status, headers, _ = client.fetch("/labels", label)
     assert status == 303 and headers["Location"] == "/login?next=%2F"
+    status, headers, _ = client.fetch(close, {"note": "x"})
+    assert status == 303 and headers["Location"] == f"/login?next=%2Freviews%2F{review}"
 
 
 def test_the_other_answers_carry_the_headers_too(live: Running) -> None:

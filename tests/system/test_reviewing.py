@@ -97,7 +97,8 @@ def browser(tmp_path: Path) -> Iterator[Browser]:
         yield b
 
 
-def _shot(b: Browser, name: str) -> None:
+def shot(b: Browser, name: str) -> None:
+    """A full-page PNG of what the browser shows, saved as NAME in $HONESTYD_SCREENSHOTS (when set)."""
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         b.screenshot(Path(SHOTS) / name, full=True)
@@ -191,7 +192,7 @@ def test_a_reviewer_signs_in_filters_to_failures_labels_a_row_and_signs_out(live
     b.goto(d.base + agent_page + "&only=failures")
     again = parse(b.html())
     assert labels_on(row(again, f"{SCORED}-3")) == shown and "recorded." not in again.all_text()
-    _shot(b, "agent-page.png")
+    shot(b, "agent-page.png")
     b.goto(d.base + agent_page + "&only=failures&unlabelled=1")
     unlabelled = parse(b.html())
     assert anchor(f"{SCORED}-3") not in {tr.attrs.get("id") for tr in unlabelled.iter("tr")}
@@ -305,7 +306,7 @@ def test_from_the_demos_banner_to_a_labelled_decision_with_nothing_but_a_browser
         b.type("#token", token)
         b.click_and_load("form.login button")
         b.goto(url.replace("/login", "/?sort=score"))
-        _shot(b, "index.png")
+        shot(b, "index.png")
         b.click_and_load("table.agents td a")  # the first agent's score: its page
         page = parse(b.html())
         first = next(tr for tr in page.iter("tr") if tr.attrs.get("id", "").startswith("d-"))
