@@ -86,8 +86,9 @@ class Eviction(ModelState):
             self._shadowed.pop(w.id, None)
             self._labels.pop(w.id, None)
             self._evicted.add(w.id)
-        # The horizon's own day goes on holding what it held that stays (its records after the horizon, or blocked).
-        later = [rid for rid in dict.fromkeys(boundary) if rid in self._winner]
+        # The horizon's day goes on holding every candidate that stays (its records after the horizon, or blocked by
+        # a hidden record): a hidden record that is removed, not shown, files its id nowhere else.
+        later = [rid for rid in candidates if rid in self._winner]
         if later:
             self._days.setdefault(day, []).extend(later)
         for path in {r.path for r in gone if r.line is None}:
