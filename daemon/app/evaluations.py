@@ -9,7 +9,7 @@ import sqlite3
 from collections import Counter
 from datetime import UTC, datetime
 
-from daemon import changelog, lifecycle
+from daemon import changelog, lifecycle, modelcache
 from daemon.app.chronicle import Chronicle
 from daemon.executors import run_in
 from daemon.snapshot import Counters, Snapshot
@@ -71,17 +71,33 @@ class Evaluations(Chronicle):
             if self._history_due(snap):
                 async with self.lock:
                     try:
-                        await run_in(self.executors.ingest, self._write_history, store, snap, feed.marks[3])
+                        await run_in(self.executors.ingest, self._write_history, store, snap,
+                                     self._prunable(feed.marks[3]))
                     except sqlite3.OperationalError as exc:
                         # Today's counts are rewritten by a later evaluation; a full store must not stop scoring.
                         self._store_refused(exc, "history")
             await run_in(self.executors.model, self._write_changelog, changelog.drop_entries(snap))
 
+    def _prunable(self, applied: int) -> int:
+        """How far the change feed may be pruned: what the model applied, but not past the model cache's marks."""
+        return self.cache_writes.prunable(applied) if self._config.daemon.model_cache else applied
+
+    def _cache_wanted(self) -> bool:
+        """Whether a model cache may be written now: on, and of a store neither damaged nor gone."""
+        return (self.store is not None and self._config.daemon.model_cache and not self._recovering
+                and self.exit_status != lifecycle.EXIT_STORE_DAMAGED)
+
+    async def _write_cache(self) -> None:
+        """Write the model cache while running on (daemon/cachewriter.py: a forked writer; scoring goes on)."""
+        if self._cache_wanted() and self.reader is not None and not self.should_exit:
+            await self.cache_writes.write(self.keeper, self._config, self.reader)
+
     async def _save_model(self) -> None:
         """Write the model cache (daemon/modelcache.py), once every job that could change the model is done."""
+        await self.cache_writes.stop()  # the stop's write replaces one under way (they share the temporary file)
         store = self.store
-        if store is None or not self._config.daemon.model_cache:
+        if store is None or not self._cache_wanted():
+            if self.cache_writes.written is not None:  # one written while running, of a store since found damaged or
+                modelcache.path_for(self._config.db_path).unlink(missing_ok=True)  # lost: no cache for the next start
             return
-        if self.exit_status == lifecycle.EXIT_STORE_DAMAGED or self._recovering:
-            return  # a model of a store that is damaged or gone is no cache for the next start
         await self.keeper.save(self._config, store, self.notifier.status)

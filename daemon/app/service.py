@@ -124,6 +124,8 @@ class Daemon(HttpBackend, Scheduling, Watching, Evaluations, Chronicle, StoreKee
         await self._track_logs()
         self._poll_task = loop.create_task(self._poll_logs())
         self._start_scheduler()
+        # The cache the start read was deleted as it was read: a crash from here on starts from this one.
+        self._job_tasks.add(asyncio.ensure_future(self._tracked(self._write_cache)()))  # a stop waits for it
         self.started.set()
         self.notifier.ready(status=self._status())
         log.info("honestyd serving on http://%s:%s/ (state %s)", self._host(), self.port, cfg.state_root)

@@ -18,6 +18,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from collectors.poll import LogPoller
 from daemon import changelog, lifecycle
 from daemon.app.options import Overrides
+from daemon.cachewriter import CacheWrites
 from daemon.config import Config
 from daemon.executors import Executors
 from daemon.gcpolicy import Freezer
@@ -80,6 +81,8 @@ class DaemonState:
         self._poll_task: asyncio.Task[None] | None = None
         #: The scoring model (daemon/modelkeeper.py): loaded by the first evaluation, dropped when the store is lost.
         self.keeper = ModelKeeper(self.executors.model)
+        #: The model cache written while running (daemon/cachewriter.py): periodically, and after the start's catch-up.
+        self.cache_writes = CacheWrites()
         self._history_written: tuple[date, float] | None = None
         self.freezer = Freezer()  # records that arrive stay out of the full collections (daemon/gcpolicy.py)
         self.held_back = HeldBackLog()  # names each agent [limits] hold back from /metrics once
