@@ -12,6 +12,7 @@ adopted or rebuilt, synced and evaluated on the model's worker thread, and writt
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gc
 import logging
@@ -26,13 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from collectors.records import EvalReport, Event, Label
-from collectors.rfc3339 import from_us
+from collectors.rfc3339 import from_us, to_us
 from daemon import limits
 from daemon.config import Config
 from daemon.executors import run_in
 from daemon.limits import Exported, HeldBackLog
 from daemon.store import Store
 from scorers.live import HistoryEvicted, LiveModel
+from scorers.live.records import id_hash
 from scorers.score import AgentResult, WindowResult
 
 log = logging.getLogger("honestyd")
@@ -111,9 +113,29 @@ class LiveFeed:
                 self.model.put_file(path, entry)
             self.marks = marks
 
+    @contextmanager
+    def _asking(self, store: Store) -> Iterator[None]:
+        """The model asks ``store`` about the ids it let go and moved there (see :meth:`ids_let_go`), for this call."""
+        self.model.let_go_elsewhere = functools.partial(_was_let_go, store)
+        try:
+            yield
+        finally:
+            self.model.let_go_elsewhere = None
+
+    def ids_let_go(self) -> tuple[list[int], int]:
+        """The hashes of the ids let go that only the model holds, and its horizon (microseconds): for the store's
+        let-go table (:meth:`Store.add_let_go`), after which :meth:`ids_stored` lets the model forget them."""
+        with self._lock:
+            return self.model.ids_let_go(), to_us(self.model.evicted_to)
+
+    def ids_stored(self, hashes: list[int], count: int) -> None:
+        """These hashes of :meth:`ids_let_go` are in the store's let-go table, ``count`` ids in all: RAM lets go."""
+        with self._lock:
+            self.model.ids_kept_elsewhere(hashes, count)
+
     def sync(self, store: Store) -> int:
         """Apply what the store committed since the last load or sync; returns how many records that was."""
-        with self._lock, store.reading():
+        with self._lock, store.reading(), self._asking(store):
             events, labels, checks, changes = self.marks
             new = store.feed_marks()
             feed = [c for c in store.changes_since(changes) if c[0] <= new[3]]
@@ -163,9 +185,12 @@ class LiveFeed:
                 modified) + relinked
             return self.applied
 
-    def evaluate(self, at: datetime) -> dict[str, WindowResult]:
-        """Every configured window at ``at``."""
-        with self._lock:
+    def evaluate(self, at: datetime, store: Store | None = None) -> dict[str, WindowResult]:
+        """Every configured window at ``at`` (``store``: where the ids the model moved out are asked about; without
+        one, :meth:`ids_stored` must not have been called)."""
+        with self._lock, contextlib.ExitStack() as stack:
+            if store is not None:  # each question a read of its own: a read transaction held would hold up COMMITs
+                stack.enter_context(self._asking(store))
             windows = self.model.evaluate(at)
             self.at = at
             self.size = self.model.size()
@@ -184,10 +209,8 @@ class LiveFeed:
         with self._lock:
             if self.at is None:
                 return None
-            if self.model.holds_id(record_id):
-                return True
-            with store.reading():
-                return store.has_id_above(record_id, self._heartbeat_top)
+            with store.reading(), self._asking(store):
+                return self.model.holds_id(record_id) or store.has_id_above(record_id, self._heartbeat_top)
 
     def agent_result(self, agent: str, window: str) -> tuple[datetime, AgentResult] | None:
         """One agent's result with its audit rows, and the time it is for (the last evaluation's)."""
@@ -196,6 +219,11 @@ class LiveFeed:
                 return None
             found = self.model.agent_result(agent, window)
             return None if found is None else (self.at, found)
+
+
+def _was_let_go(store: Store, record_id: str, horizon: datetime) -> bool:
+    """Whether the store's let-go table holds ``record_id``'s hash, let go up to ``horizon`` or before."""
+    return store.was_let_go(id_hash(record_id), to_us(horizon))
 
 
 def _stored_under(store: Store, ids: Collection[str]) -> tuple[list[Event], list[Label]]:
@@ -289,7 +317,7 @@ class ModelKeeper:
         self.feed = feed
         at = clock()
         try:
-            windows = await run_in(self.executor, feed.evaluate, at)
+            windows = await run_in(self.executor, feed.evaluate, at, reader)
         except HistoryEvicted as exc:
             log.warning("the clock stepped back past what the scoring model keeps (%s); rebuilding it", exc)
             self.feed = None

@@ -12,7 +12,9 @@ from datetime import UTC, datetime
 from daemon import changelog, lifecycle, modelcache
 from daemon.app.chronicle import Chronicle
 from daemon.executors import run_in
+from daemon.modelkeeper import LiveFeed
 from daemon.snapshot import Counters, Snapshot
+from daemon.store import Store
 
 log = logging.getLogger("honestyd")
 
@@ -61,6 +63,7 @@ class Evaluations(Chronicle):
                 self._rescore_dirty = True
                 continue
             feed = done.feed
+            await self._store_ids_let_go(feed, store)
             snap = Snapshot(at=done.at, config=config, windows=done.windows, counters=self._counters(),
                             evals=done.evals, model=feed.size, exported=done.exported, labels_unmatched=feed.unmatched)
             self._snapshot = snap
@@ -77,6 +80,21 @@ class Evaluations(Chronicle):
                         # Today's counts are rewritten by a later evaluation; a full store must not stop scoring.
                         self._store_refused(exc, "history")
             await run_in(self.executors.model, self._write_changelog, changelog.drop_entries(snap))
+
+    async def _store_ids_let_go(self, feed: LiveFeed, store: Store) -> None:
+        """Move the hashes of the ids the model let go to the store's let-go table (migration 013): what RAM holds
+        follows the window, not the history. A refused write leaves them in RAM for the next evaluation."""
+        hashes, upto = await run_in(self.executors.model, feed.ids_let_go)
+        if not hashes:
+            return
+        assert self.lock is not None
+        async with self.lock:
+            try:
+                count = await run_in(self.executors.ingest, _add_let_go, store, hashes, upto)
+            except sqlite3.OperationalError as exc:
+                self._store_refused(exc, "ids let go")
+                return
+        await run_in(self.executors.model, feed.ids_stored, hashes, count)
 
     def _prunable(self, applied: int) -> int:
         """How far the change feed may be pruned: what the model applied, but not past the model cache's marks."""
@@ -101,3 +119,12 @@ class Evaluations(Chronicle):
                 modelcache.path_for(self._config.db_path).unlink(missing_ok=True)  # lost: no cache for the next start
             return
         await self.keeper.save(self._config, store, self.notifier.status)
+
+
+def _add_let_go(store: Store, hashes: list[int], upto_us: int) -> int:
+    """Write the hashes (in transactions of 100,000: the WAL stays small); the table's
+    count after."""
+    for start in range(0, len(hashes), 100_000):
+        with store.transaction():
+            store.add_let_go(hashes[start:start + 100_000], upto_us)
+    return store.let_go_count()

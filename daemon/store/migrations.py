@@ -188,6 +188,13 @@ def _m010_logs_keep_no_modifications(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM file_changes WHERE path IN (SELECT path FROM cursors)")
 
 
+def _m013_ids_let_go(conn: sqlite3.Connection) -> None:
+    # The daemon's model lets go of records behind every window; a record arriving later with one of their ids must
+    # still lose to them (spec 1.1, forever). The ids' 64-bit hashes (scorers/live/records.py id_hash) live here, not
+    # in RAM: upto_us is the horizon they were let go up to (a model whose own horizon is earlier ignores the row).
+    conn.execute("CREATE TABLE let_go (hash INTEGER PRIMARY KEY, upto_us INTEGER NOT NULL)")
+
+
 #: Named migrations, applied in order and recorded in the ``migrations`` table.
 MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("001_initial", _m001_initial),
@@ -200,4 +207,5 @@ MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("008_store_id", _m008_store_id),
     ("009_symlinks", _m009_symlinks),
     ("010_logs_keep_no_modifications", _m010_logs_keep_no_modifications),
+    ("013_ids_let_go", _m013_ids_let_go),
 )
