@@ -67,6 +67,8 @@ class CacheWrites:
         #: The last write's (seconds the model was held, seconds it took, bytes): for the log and the bench.
         self.last: tuple[float, float, int] | None = None
         self._reaped = threading.Event()
+        #: Set by :meth:`stop`: a write ended by it is no failure.
+        self._stopped = False
 
     def prunable(self, applied: int) -> int:
         """How far the change feed may be pruned when the model has applied it up to ``applied``: not past the marks
@@ -102,7 +104,10 @@ class CacheWrites:
         await asyncio.to_thread(self._reaped.wait)
         size, why = result[0] if result else (None, "not reaped")
         if size is None:
-            log.warning("model cache %s not written: %s", path, why)
+            if self._stopped:
+                log.info("model cache write by the forked writer ended: the stop writes the cache itself")
+            else:
+                log.warning("model cache %s not written: %s", path, why)
             return False
         self.written = writer.marks[3]
         took = time.monotonic() - writer.started
@@ -113,6 +118,7 @@ class CacheWrites:
 
     async def stop(self) -> None:
         """End a write under way and wait until its child is reaped (a clean stop then writes the cache itself)."""
+        self._stopped = True
         writer = self.writer
         if writer is None:
             return

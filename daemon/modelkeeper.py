@@ -286,6 +286,25 @@ class ModelKeeper:
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
         self.feed: LiveFeed | None = None
+        #: A load started by :meth:`preload`, taken by the first :meth:`evaluate`.
+        self._loading: asyncio.Future[LiveFeed] | None = None
+
+    def preload(self, config: Config, clock: Callable[[], datetime]) -> None:
+        """Start loading the model now, on the model's thread (from the model cache when there is a usable one): a
+        start calls it before catching up with the state root on the ingest thread, so the two overlap; the first
+        :meth:`evaluate` takes the model and syncs what the catch-up committed meanwhile."""
+        from daemon import modelcache  # imported here: modelcache imports LiveFeed from this module
+
+        if self.feed is None and self._loading is None:
+            cache = modelcache.path_for(config.db_path) if config.daemon.model_cache else None
+            self._loading = asyncio.ensure_future(run_in(self.executor, load_feed, config, cache, clock()))
+
+    def drop(self) -> None:
+        """Let go of the model and of a load under way (the store it reads is gone)."""
+        self.feed = None
+        if self._loading is not None:
+            self._loading.cancel()  # what runs on the thread finishes; its result is not taken
+            self._loading = None
 
     async def evaluate(self, config: Config, reader: Store, clock: Callable[[], datetime],
                        held_back: HeldBackLog) -> Evaluation | None:
@@ -299,6 +318,12 @@ class ModelKeeper:
         """
         from daemon import modelcache  # imported here: modelcache imports LiveFeed from this module
 
+        if self.feed is None and self._loading is not None:
+            loading, self._loading = self._loading, None
+            try:
+                self.feed = await loading
+            except Exception as exc:  # whatever failed there, the load below tries again
+                log.warning("the scoring model's load at start failed (%s); loading again", exc)
         feed = self.feed
         # The cache is for the first load only: it is read once, and a rebuild is for another configuration.
         cache = modelcache.path_for(config.db_path) if feed is None and config.daemon.model_cache else None

@@ -350,7 +350,7 @@ class DaemonParts:
             "empty_state_vm_hwm_mb": base["VmHWM"] / mb if base and "VmHWM" in base else None,
         }
         result.targets = [Target(
-            "daemon peak RSS (VmHWM)", hwm / mb if hwm else None, "MB", "<=", 300,
+            "daemon peak RSS (VmHWM)", hwm / mb if hwm else None, "MB", "<=", 150,  # issue 25 (it was 300)
             subject=hwm / mb if hwm else None,
             baseline=result.figures["empty_state_vm_hwm_mb"], baseline_name="daemon on an empty state (MB)",
             note="read from /proc/PID/status once the first evaluation is served")]

@@ -99,6 +99,12 @@ def _idle_scrapes(d: Daemon, seconds: float) -> tuple[float, float]:
     return percentile(times, 99), median(times)
 
 
+def _fresh_connection(d: Daemon) -> None:
+    if d.conn is not None:
+        d.conn.close()
+        d.conn = None
+
+
 def _held(d: Daemon) -> int:
     found = _HELD.search(d.metrics())
     return int(float(found.group(1))) if found else 0
@@ -106,9 +112,7 @@ def _held(d: Daemon) -> int:
 
 def _kill(d: Daemon) -> None:
     assert d.proc is not None
-    if d.conn is not None:
-        d.conn.close()
-        d.conn = None
+    _fresh_connection(d)
     d.proc.send_signal(signal.SIGKILL)
     d.proc.wait(30)
 
@@ -135,6 +139,7 @@ def measure_size(settings: Settings, args: SimArgs, tmp: Path, empty_rss: int) -
         out["bytes_per_held"] = (status["VmRSS"] - empty_rss) / held if held else None
         pause = _wait_log(d, _PAUSE, at, ready_limit)
         out["cache_mb"], out["cache_write_s"], out["cache_pause_ms"] = map(float, pause.groups())
+        _fresh_connection(d)  # the server closes a kept-alive connection left idle while the cache was written
         duration = 5.0 if settings.quick else 20.0
         lat = measure_latency(d, ds, duration, 10.0)
         out.update({f"latency_{k}": v for k, v in lat.items() if k != "latencies_s"})

@@ -113,6 +113,8 @@ class Daemon(HttpBackend, Scheduling, Watching, Evaluations, Chronicle, StoreKee
         log.info("catching up with the state root %s", cfg.state_root)
         self.ingester = self._new_ingester(self.store)
         await asyncio.to_thread(self._record_methodology, None)
+        # The model loads (from the cache, or from the store) on its thread while the catch-up scans on its own.
+        self.keeper.preload(cfg, self.clock)
         await self._scan()
         if self.should_exit:
             return
@@ -189,6 +191,8 @@ class Daemon(HttpBackend, Scheduling, Watching, Evaluations, Chronicle, StoreKee
             log.warning("drain timed out; %d paths left for the next start's rescan", len(self.pending))
         if self.ingester is not None:
             self.ingester.reject_log.flush(everything=True)  # rejects only counted so far get their summary line
+        # A cache write under way ends here: the stop writes a newer one itself (_save_model), not after drain_timeout.
+        await self.cache_writes.stop()
         if self._job_tasks:
             # A job may be mid-evaluation in a worker thread: let it finish before the store closes. Wait before
             # the scheduler shuts down, which cancels running job tasks (the thread would go on, store closed under
