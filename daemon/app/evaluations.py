@@ -122,8 +122,7 @@ class Evaluations(Chronicle):
 
 
 def _add_let_go(store: Store, hashes: list[int], upto_us: int) -> int:
-    """Write the hashes (in transactions of 100,000: the WAL stays small); the table's
-    count after."""
+    """Write the hashes (in transactions of 100,000: the WAL stays small); returns the table's count after."""
     for start in range(0, len(hashes), 100_000):
         with store.transaction():
             store.add_let_go(hashes[start:start + 100_000], upto_us)

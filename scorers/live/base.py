@@ -41,7 +41,8 @@ class ModelState:
         self.at = DAWN
         #: Let go of the records behind every window (eviction.py); then records must come with a lookup.
         self.evicts = evict
-        #: Every record with a time up to this may have been let go; their ids are in _evicted.
+        #: Every record with a time up to this may have been let go; their ids are in _evicted (or, once the owner
+        #: moved them there, where let_go_elsewhere asks).
         self.evicted_to = DAWN
         self._evicted = IdHashes()
         #: Where the ids let go are asked about once they left _evicted (the daemon's store, migration 013): called
