@@ -14,4 +14,5 @@ REPO_ROOT = BENCH_DIR.parent
 DATA_DIR = BENCH_DIR / ".data"
 
 #: Every part, in the order the table lists them.
-PARTS: tuple[str, ...] = ("ingest", "scaling", "rescore", "latency", "scrape", "memory", "verify", "audits")
+PARTS: tuple[str, ...] = ("ingest", "scaling", "rescore", "latency", "scrape", "memory", "verify", "audits",
+                          "scale")

@@ -26,6 +26,8 @@ from bench.parts.batch import run_batch
 from bench.parts.daemon import FULL as DAEMON_FULL
 from bench.parts.daemon import QUICK as DAEMON_QUICK
 from bench.parts.daemon import run_daemon
+from bench.parts.scale import estimate as scale_estimate
+from bench.parts.scale import run_scale
 from bench.parts.scrape import TIME_CAP, TIME_CAP_QUICK, run_scrape
 from bench.parts.verify import run_verify
 from bench.report import table
@@ -35,6 +37,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("scrape", ("scrape",)),
     ("verify", ("verify",)),
     ("daemon", ("latency", "memory", "audits")),
+    ("scale", ("scale",)),
 )
 #: Default wall-clock budgets: the full run must end within 15 minutes on 2 cores, the quick one within 2.
 BUDGET_FULL = 14 * 60.0
@@ -70,6 +73,8 @@ def estimate(part: str, settings: Settings) -> float:
         return 10 + (TIME_CAP_QUICK if quick else TIME_CAP * settings.reps)
     if part == "verify":
         return 15.0 if quick else 60.0
+    if part == "scale":
+        return scale_estimate(settings)
     if part == "audits":  # its two phases, on the daemon the latency part started
         return 50.0 if quick else 140.0
     if part in ("latency", "memory"):
@@ -90,6 +95,8 @@ def run_group(name: str, parts: set[str], settings: Settings) -> dict[str, PartR
         return run_scrape(settings)
     if name == "verify":
         return run_verify(settings)
+    if name == "scale":
+        return run_scale(settings)
     return run_daemon(settings, parts)
 
 

@@ -387,7 +387,7 @@ def soak(minutes: float, rate: int, agents: int, work: Path, days_per_minute: fl
                             "db": max(s.backlog_db for s in result.samples)},
             "rss_mb": {"first_sample": rss[0], "last_sample": rss[-1], "max_sampled": max(rss),
                        "second_half": [min(second_half, default=None), max(second_half, default=None)],
-                       "peak_hwm": round(peak_mb, 1)},
+                       "peak_hwm": round(peak_mb, 1), **_thirds(rss)},
             "simulated_days": round(minutes * days_per_minute, 1),
             "sigterm": {"exit_code": code, "seconds": round(took_to_stop, 2)},
             "errors_in_log": sum("ERROR" in line or "Traceback" in line
@@ -424,6 +424,17 @@ def _pct(values: list[float], pct: int) -> float | None:
     if not values:
         return None
     return round(values[min(len(values) - 1, int(len(values) * pct / 100))], 3)
+
+
+def _thirds(rss: list[float]) -> dict[str, float | None]:
+    """Mean RSS of the middle and the last third of the samples, and their ratio (issue 25: memory follows the window,
+    so once it has filled, the last third stays within 5 % of the middle one)."""
+    n = len(rss)
+    middle, last = rss[n // 3:2 * n // 3], rss[2 * n // 3:]
+    if not middle or not last:
+        return {"middle_third_mean": None, "last_third_mean": None, "last_over_middle": None}
+    m, lst = sum(middle) / len(middle), sum(last) / len(last)
+    return {"middle_third_mean": round(m, 1), "last_third_mean": round(lst, 1), "last_over_middle": round(lst / m, 3)}
 
 
 def main() -> None:

@@ -88,6 +88,9 @@ class DaemonSettings:
     drain_timeout: float = 10.0
     #: Keep the scoring model beside the database across restarts (daemon/modelcache.py).
     model_cache: bool = True
+    #: How often the running daemon writes the model cache (and once after the catch-up at start): a crash then
+    #: costs a load of the latest cache and a catch-up, not a rebuild (daemon/cachewriter.py).
+    cache_every: timedelta = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
@@ -216,6 +219,7 @@ _SCHEMA: dict[str, dict[str, tuple[str, Validator]]] = {
         "rescore_interval": ("daemon.rescore_interval", valid.duration),
         "drain_timeout": ("daemon.drain_timeout", valid.positive_float),
         "model_cache": ("daemon.model_cache", valid.boolean),
+        "cache_every": ("daemon.cache_every", valid.duration),
     },
     "api": {
         "reviewers_env": ("api.reviewers_env", valid.string),

@@ -83,7 +83,8 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "honesty_model_records": (
         "gauge", "Records the in-memory scoring model holds (a day behind the longest window they are let go).", ()),
     "honesty_model_ids_let_go": (
-        "gauge", "Ids of the records the model let go, kept as 8-byte hashes (a record reusing one is recalled).", ()),
+        "gauge", "Ids of the records the model let go (their hashes in the store's let_go table; a record reusing one"
+        " is recalled).", ()),
     "honesty_agents_over_limit": (
         "gauge", "Agents scored but given no per-agent series, by reason ([limits] max_agents: not among the agents"
         " with the latest decisions; agent_name_too_long: a name over max_agent_name bytes).", ("reason",)),

@@ -55,7 +55,7 @@ from typing import IO, Any, Protocol
 from collectors.records import Event
 from collectors.rfc3339 import from_us_many, to_us
 from daemon.config import Config
-from daemon.modelkeeper import LiveFeed
+from daemon.modelkeeper import LiveFeed, Marks
 from daemon.store import Store
 from scorers.live import LiveModel, Record, Stub
 from scorers.live.records import ById
@@ -103,19 +103,26 @@ def scoring_hash(config: Config) -> str:
 
 
 def save(feed: LiveFeed, path: Path, store_id: str) -> int:
-    """Write ``feed`` to ``path`` (atomically, mode 0600); returns the bytes written."""
+    """Write ``feed`` to ``path`` (atomically, mode 0600), holding it still meanwhile; returns the bytes written."""
+    with feed.holding() as marks:
+        return save_held(feed, marks, path, store_id)
+
+
+def save_held(feed: LiveFeed, marks: Marks, path: Path, store_id: str) -> int:
+    """Write ``feed``, which reflects ``marks`` and which nothing changes meanwhile (its lock held, or a forked copy:
+    daemon/cachewriter.py), to ``path``: a temporary file written, fsynced and renamed over it, then the folder
+    fsynced, so a crash at any moment leaves the old cache or the new one; returns the bytes written."""
     tmp = tmp_path_for(path)
     tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
-            with feed.holding() as marks:
-                header = {"format": FORMAT, "code": code_hash(), "store": store_id, "marks": list(marks),
-                          "heartbeat_top": feed.heartbeat_top, "scoring": scoring_hash(feed.config)}
-                f.write(MAGIC + json.dumps(header).encode() + b"\n")
-                summed = _Summed(f)
-                write_feed(summed, feed)
-                f.write(b"%08x\n" % summed.crc)
+            header = {"format": FORMAT, "code": code_hash(), "store": store_id, "marks": list(marks),
+                      "heartbeat_top": feed.heartbeat_top, "scoring": scoring_hash(feed.config)}
+            f.write(MAGIC + json.dumps(header).encode() + b"\n")
+            summed = _Summed(f)
+            write_feed(summed, feed)
+            f.write(b"%08x\n" % summed.crc)
             f.flush()
             os.fsync(f.fileno())
             size = f.tell()
@@ -123,6 +130,11 @@ def save(feed: LiveFeed, path: Path, store_id: str) -> int:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(folder)  # the rename itself survives a power cut
+    finally:
+        os.close(folder)
     return size
 
 

@@ -12,6 +12,7 @@ adopted or rebuilt, synced and evaluated on the model's worker thread, and writt
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gc
 import logging
@@ -26,13 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from collectors.records import EvalReport, Event, Label
-from collectors.rfc3339 import from_us
+from collectors.rfc3339 import from_us, to_us
 from daemon import limits
 from daemon.config import Config
 from daemon.executors import run_in
 from daemon.limits import Exported, HeldBackLog
 from daemon.store import Store
 from scorers.live import HistoryEvicted, LiveModel
+from scorers.live.records import id_hash
 from scorers.progress import LabelTally
 from scorers.score import AgentResult, WindowResult, window_width
 
@@ -115,9 +117,29 @@ class LiveFeed:
                 self.model.put_file(path, entry)
             self.marks = marks
 
+    @contextmanager
+    def _asking(self, store: Store) -> Iterator[None]:
+        """The model asks ``store`` about the ids it let go and moved there (see :meth:`ids_let_go`), for this call."""
+        self.model.let_go_elsewhere = functools.partial(_was_let_go, store)
+        try:
+            yield
+        finally:
+            self.model.let_go_elsewhere = None
+
+    def ids_let_go(self) -> tuple[list[int], int]:
+        """The hashes of the ids let go that only the model holds, and its horizon (microseconds): for the store's
+        let-go table (:meth:`Store.add_let_go`), after which :meth:`ids_stored` lets the model forget them."""
+        with self._lock:
+            return self.model.ids_let_go(), to_us(self.model.evicted_to)
+
+    def ids_stored(self, hashes: list[int], count: int) -> None:
+        """These hashes of :meth:`ids_let_go` are in the store's let-go table, ``count`` ids in all: RAM lets go."""
+        with self._lock:
+            self.model.ids_kept_elsewhere(hashes, count)
+
     def sync(self, store: Store) -> int:
         """Apply what the store committed since the last load or sync; returns how many records that was."""
-        with self._lock, store.reading():
+        with self._lock, store.reading(), self._asking(store):
             events, labels, checks, changes = self.marks
             new = store.feed_marks()
             feed = [c for c in store.changes_since(changes) if c[0] <= new[3]]
@@ -167,9 +189,12 @@ class LiveFeed:
                 modified) + relinked
             return self.applied
 
-    def evaluate(self, at: datetime) -> dict[str, WindowResult]:
-        """Every configured window at ``at``."""
-        with self._lock:
+    def evaluate(self, at: datetime, store: Store | None = None) -> dict[str, WindowResult]:
+        """Every configured window at ``at`` (``store``: where the ids the model moved out are asked about; without
+        one, :meth:`ids_stored` must not have been called)."""
+        with self._lock, contextlib.ExitStack() as stack:
+            if store is not None:  # each question a read of its own: a read transaction held would hold up COMMITs
+                stack.enter_context(self._asking(store))
             windows = self.model.evaluate(at)
             self.at = at
             self.size = self.model.size()
@@ -189,10 +214,8 @@ class LiveFeed:
         with self._lock:
             if self.at is None:
                 return None
-            if self.model.holds_id(record_id):
-                return True
-            with store.reading():
-                return store.has_id_above(record_id, self._heartbeat_top)
+            with store.reading(), self._asking(store):
+                return self.model.holds_id(record_id) or store.has_id_above(record_id, self._heartbeat_top)
 
     def shows_label(self, decision: str, reviewer: str, ts: datetime) -> bool:
         """Whether the last evaluation saw this reviewer's label of time ``ts`` on the decision (so its audit rows
@@ -216,6 +239,11 @@ class LiveFeed:
                 return None
             found = self.model.agent_result(agent, window)
             return None if found is None else (self.at, found)
+
+
+def _was_let_go(store: Store, record_id: str, horizon: datetime) -> bool:
+    """Whether the store's let-go table holds ``record_id``'s hash, let go up to ``horizon`` or before."""
+    return store.was_let_go(id_hash(record_id), to_us(horizon))
 
 
 def _stored_under(store: Store, ids: Collection[str]) -> tuple[list[Event], list[Label]]:
@@ -278,6 +306,25 @@ class ModelKeeper:
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
         self.feed: LiveFeed | None = None
+        #: A load started by :meth:`preload`, taken by the first :meth:`evaluate`.
+        self._loading: asyncio.Future[LiveFeed] | None = None
+
+    def preload(self, config: Config, clock: Callable[[], datetime]) -> None:
+        """Start loading the model now, on the model's thread (from the model cache when there is a usable one): a
+        start calls it before catching up with the state root on the ingest thread, so the two overlap; the first
+        :meth:`evaluate` takes the model and syncs what the catch-up committed meanwhile."""
+        from daemon import modelcache  # imported here: modelcache imports LiveFeed from this module
+
+        if self.feed is None and self._loading is None:
+            cache = modelcache.path_for(config.db_path) if config.daemon.model_cache else None
+            self._loading = asyncio.ensure_future(run_in(self.executor, load_feed, config, cache, clock()))
+
+    def drop(self) -> None:
+        """Let go of the model and of a load under way (the store it reads is gone)."""
+        self.feed = None
+        if self._loading is not None:
+            self._loading.cancel()  # what runs on the thread finishes; its result is not taken
+            self._loading = None
 
     async def evaluate(self, config: Config, reader: Store, clock: Callable[[], datetime],
                        held_back: HeldBackLog) -> Evaluation | None:
@@ -291,6 +338,12 @@ class ModelKeeper:
         """
         from daemon import modelcache  # imported here: modelcache imports LiveFeed from this module
 
+        if self.feed is None and self._loading is not None:
+            loading, self._loading = self._loading, None
+            try:
+                self.feed = await loading
+            except Exception as exc:  # whatever failed there, the load below tries again
+                log.warning("the scoring model's load at start failed (%s); loading again", exc)
         feed = self.feed
         # The cache is for the first load only: it is read once, and a rebuild is for another configuration.
         cache = modelcache.path_for(config.db_path) if feed is None and config.daemon.model_cache else None
@@ -309,7 +362,7 @@ class ModelKeeper:
         self.feed = feed
         at = clock()
         try:
-            windows = await run_in(self.executor, feed.evaluate, at)
+            windows = await run_in(self.executor, feed.evaluate, at, reader)
         except HistoryEvicted as exc:
             log.warning("the clock stepped back past what the scoring model keeps (%s); rebuilding it", exc)
             self.feed = None

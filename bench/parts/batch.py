@@ -253,7 +253,8 @@ class Batch:
         result.targets = [
             Target("ingest rate", rate, "ev/s", ">=", 100_000, subject=median(subject),
                    note=f"{ds.events} heartbeat events from an empty store, one process"),
-            paired_target("ingest time ÷ sqlite-utils insert (b)", subject, loader, 1.0, "sqlite-utils insert --nl"),
+            # Issue 25: twice the speed of the dependency's own loader (it was 1.0 ×).
+            paired_target("ingest time ÷ sqlite-utils insert (b)", subject, loader, 0.5, "sqlite-utils insert --nl"),
             paired_target("ingest time ÷ json.loads (a)", subject, plain, 4.0, "json.loads only"),
         ]
         # At small sizes start-ups dominate both sides (one honestyd, one sqlite-utils per file): indicative only.
@@ -348,7 +349,7 @@ class Batch:
                    note=f"{result.figures['warm_sums']} (agent, window) sums recomputed; a day on, the evaluation "
                         f"that also lets go of the records behind the windows (once a day): "
                         f"{result.figures['day_later_s'] * 1e3:.0f} ms, {result.figures['day_later_held']:,} held"),
-            Target("cold start: load the model + evaluate every decision", full, "s", "<=", 3.0,
+            Target("cold start: load the model + evaluate every decision", full, "s", "<=", 15.0,  # issue 25
                    note=f"load {result.figures['load_s']:.2f} s + evaluate {result.figures['eval_s']:.2f} s; "
                         "paid at a start without a usable model cache, or a reload changing what the rules read, "
                         "while the previous snapshot is served; a reload changing only weights and the floor keeps "

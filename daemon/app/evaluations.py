@@ -10,10 +10,12 @@ import sqlite3
 from collections import Counter
 from datetime import UTC, datetime
 
-from daemon import lifecycle
+from daemon import lifecycle, modelcache
 from daemon.app.chronicle import Chronicle
 from daemon.executors import run_in
+from daemon.modelkeeper import LiveFeed
 from daemon.snapshot import Counters, Snapshot
+from daemon.store import Store
 
 log = logging.getLogger("honestyd")
 
@@ -62,6 +64,7 @@ class Evaluations(Chronicle):
                 self._rescore_dirty = True
                 continue
             feed = done.feed
+            await self._store_ids_let_go(feed, store)
             snap = Snapshot(at=done.at, config=config, windows=done.windows, counters=self._counters(),
                             evals=done.evals, model=feed.size, exported=done.exported, labels_unmatched=feed.unmatched,
                             labels=feed.labels)
@@ -74,7 +77,8 @@ class Evaluations(Chronicle):
             if self._history_due(snap):
                 async with self.lock:
                     try:
-                        await run_in(self.executors.ingest, self._write_history, store, snap, feed.marks[3])
+                        await run_in(self.executors.ingest, self._write_history, store, snap,
+                                     self._prunable(feed.marks[3]))
                     except sqlite3.OperationalError as exc:
                         # Today's counts are rewritten by a later evaluation; a full store must not stop scoring.
                         self._store_refused(exc, "history")
@@ -83,11 +87,49 @@ class Evaluations(Chronicle):
         """What follows an evaluation before its snapshot is published (the review queue: daemon/app/reviewing.py)."""
         return snap
 
+    async def _store_ids_let_go(self, feed: LiveFeed, store: Store) -> None:
+        """Move the hashes of the ids the model let go to the store's let-go table (migration 013): what RAM holds
+        follows the window, not the history. A refused write leaves them in RAM for the next evaluation."""
+        hashes, upto = await run_in(self.executors.model, feed.ids_let_go)
+        if not hashes:
+            return
+        assert self.lock is not None
+        async with self.lock:
+            try:
+                count = await run_in(self.executors.ingest, _add_let_go, store, hashes, upto)
+            except sqlite3.OperationalError as exc:
+                self._store_refused(exc, "ids let go")
+                return
+        await run_in(self.executors.model, feed.ids_stored, hashes, count)
+
+    def _prunable(self, applied: int) -> int:
+        """How far the change feed may be pruned: what the model applied, but not past the model cache's marks."""
+        return self.cache_writes.prunable(applied) if self._config.daemon.model_cache else applied
+
+    def _cache_wanted(self) -> bool:
+        """Whether a model cache may be written now: on, and of a store neither damaged nor gone."""
+        return (self.store is not None and self._config.daemon.model_cache and not self._recovering
+                and self.exit_status != lifecycle.EXIT_STORE_DAMAGED)
+
+    async def _write_cache(self) -> None:
+        """Write the model cache while running on (daemon/cachewriter.py: a forked writer; scoring goes on)."""
+        if self._cache_wanted() and self.reader is not None and not self.should_exit:
+            await self.cache_writes.write(self.keeper, self._config, self.reader)
+
     async def _save_model(self) -> None:
         """Write the model cache (daemon/modelcache.py), once every job that could change the model is done."""
+        await self.cache_writes.stop()  # the stop's write replaces one under way (they share the temporary file)
         store = self.store
-        if store is None or not self._config.daemon.model_cache:
+        if store is None or not self._cache_wanted():
+            if self.cache_writes.written is not None:  # one written while running, of a store since found damaged or
+                modelcache.path_for(self._config.db_path).unlink(missing_ok=True)  # lost: no cache for the next start
             return
-        if self.exit_status == lifecycle.EXIT_STORE_DAMAGED or self._recovering:
-            return  # a model of a store that is damaged or gone is no cache for the next start
         await self.keeper.save(self._config, store, self.notifier.status)
+
+
+def _add_let_go(store: Store, hashes: list[int], upto_us: int) -> int:
+    """Write the hashes (in transactions of 100,000: the WAL stays small); returns the table's count after."""
+    for start in range(0, len(hashes), 100_000):
+        with store.transaction():
+            store.add_let_go(hashes[start:start + 100_000], upto_us)
+    return store.let_go_count()

@@ -42,6 +42,7 @@ class Scheduling(Reviewing):
             ("verify", self._verify_sample, self._daily(cfg.verify.daily_at)),
             ("digest", self._digest, CronTrigger(hour=23, minute=55, timezone=UTC)),
             ("checkpoint", self._checkpoint, IntervalTrigger(hours=1)),
+            ("cache", self._write_cache, IntervalTrigger(seconds=cfg.daemon.cache_every.total_seconds())),
         ]
         for job_id, fn, trigger in jobs:
             scheduler.add_job(self._tracked(fn), trigger, id=job_id, name=job_id, **defaults)
@@ -78,6 +79,7 @@ class Scheduling(Reviewing):
         self.scheduler.reschedule_job("rescan", trigger=IntervalTrigger(
             seconds=cfg.daemon.rescan_interval.total_seconds()))
         self.scheduler.reschedule_job("verify", trigger=self._daily(cfg.verify.daily_at))
+        self.scheduler.reschedule_job("cache", trigger=IntervalTrigger(seconds=cfg.daemon.cache_every.total_seconds()))
 
     def _on_job_event(self, event: JobExecutionEvent) -> None:
         if event.code == EVENT_JOB_ERROR:

@@ -114,6 +114,8 @@ class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicl
         log.info("catching up with the state root %s", cfg.state_root)
         self.ingester = self._new_ingester(self.store)
         await asyncio.to_thread(self._record_methodology, None)
+        # The model loads (from the cache, or from the store) on its thread while the catch-up scans on its own.
+        self.keeper.preload(cfg, self.clock)
         await self._scan()
         if self.should_exit:
             return
@@ -125,6 +127,8 @@ class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicl
         await self._track_logs()
         self._poll_task = loop.create_task(self._poll_logs())
         self._start_scheduler()
+        # The cache the start read was deleted as it was read: a crash from here on starts from this one.
+        self._job_tasks.add(asyncio.ensure_future(self._tracked(self._write_cache)()))  # a stop waits for it
         self.started.set()
         self.notifier.ready(status=self._status())
         log.info("honestyd serving on http://%s:%s/ (state %s)", self._host(), self.port, cfg.state_root)
@@ -188,6 +192,8 @@ class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicl
             log.warning("drain timed out; %d paths left for the next start's rescan", len(self.pending))
         if self.ingester is not None:
             self.ingester.reject_log.flush(everything=True)  # rejects only counted so far get their summary line
+        # A cache write under way ends here: the stop writes a newer one itself (_save_model), not after drain_timeout.
+        await self.cache_writes.stop()
         if self._job_tasks:
             # A job may be mid-evaluation in a worker thread: let it finish before the store closes. Wait before
             # the scheduler shuts down, which cancels running job tasks (the thread would go on, store closed under

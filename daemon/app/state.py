@@ -19,6 +19,7 @@ from collectors.poll import LogPoller
 from collectors.reviews import ReviewEvent
 from daemon import changelog, lifecycle
 from daemon.app.options import Overrides
+from daemon.cachewriter import CacheWrites
 from daemon.config import Config
 from daemon.executors import Executors
 from daemon.gcpolicy import Freezer
@@ -82,6 +83,8 @@ class DaemonState:
         self._poll_task: asyncio.Task[None] | None = None
         #: The scoring model (daemon/modelkeeper.py): loaded by the first evaluation, dropped when the store is lost.
         self.keeper = ModelKeeper(self.executors.model)
+        #: The model cache written while running (daemon/cachewriter.py): periodically, and after the start's catch-up.
+        self.cache_writes = CacheWrites()
         self._history_written: tuple[date, float] | None = None
         self.freezer = Freezer()  # records that arrive stay out of the full collections (daemon/gcpolicy.py)
         self.held_back = HeldBackLog()  # names each agent [limits] hold back from /metrics once

@@ -151,7 +151,7 @@ class StoreKeeping(DaemonState):
                 if old is not None:
                     old.close()
             self._store_open = False
-            self.keeper.feed = None
+            self.keeper.drop()
             self._history_written = None
 
     async def _reopen_store(self) -> bool:

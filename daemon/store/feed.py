@@ -98,6 +98,16 @@ class Feed(Queries):
         row = self.conn.execute("SELECT 1 FROM events WHERE rowid > ? AND id = ? LIMIT 1", (rowid, record_id))
         return row.fetchone() is not None
 
+    def let_go_count(self) -> int:
+        """How many id hashes the let-go table holds (migration 013)."""
+        return int(self.conn.execute("SELECT count(*) FROM let_go").fetchone()[0])
+
+    def was_let_go(self, id_hash: int, upto_us: int) -> bool:
+        """True iff an id with this 64-bit hash was let go by a model, up to a horizon no later than ``upto_us``: a
+        lookup of the let-go table's primary key (see :meth:`Writes.add_let_go`)."""
+        row = self.conn.execute("SELECT 1 FROM let_go WHERE hash = ? AND upto_us <= ?", (id_hash, upto_us))
+        return row.fetchone() is not None
+
     def events_up_to(self, upto: int, *, newer_than: datetime | None = None) -> Iterator[tuple[int, Event]]:
         """(rowid, event) of the events with rowid ≤ ``upto``, in rowid order, streamed (a model's load). With
         ``newer_than``: only those dated after it, or sharing an id with one that is (an id goes with all its

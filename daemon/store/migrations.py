@@ -204,6 +204,13 @@ def _m012_review_events(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m013_ids_let_go(conn: sqlite3.Connection) -> None:
+    # The daemon's model lets go of records behind every window; a record arriving later with one of their ids must
+    # still lose to them (spec 1.1, forever). The ids' 64-bit hashes (scorers/live/records.py id_hash) live here, not
+    # in RAM: upto_us is the horizon they were let go up to (a model whose own horizon is earlier ignores the row).
+    conn.execute("CREATE TABLE let_go (hash INTEGER PRIMARY KEY, upto_us INTEGER NOT NULL)")
+
+
 #: Named migrations, applied in order and recorded in the ``migrations`` table.
 MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("001_initial", _m001_initial),
@@ -218,4 +225,5 @@ MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("010_logs_keep_no_modifications", _m010_logs_keep_no_modifications),
     ("011_label_notes", _m011_label_notes),
     ("012_review_events", _m012_review_events),
+    ("013_ids_let_go", _m013_ids_let_go),
 )

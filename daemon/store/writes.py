@@ -151,6 +151,14 @@ class Writes(Queries):
         """Drop the feed up to ``upto`` (the daemon has applied it)."""
         self.conn.execute("DELETE FROM changes WHERE seq <= ?", (upto,))
 
+    def add_let_go(self, hashes: Iterable[int], upto_us: int) -> None:
+        """Note the hashes of ids the daemon's model let go up to ``upto_us`` (a hash noted already keeps the earlier
+        horizon: a model whose horizon is that early must still find it; a false "let go" only costs a recall)."""
+        self.conn.executemany(
+            "INSERT INTO let_go (hash, upto_us) VALUES (?, ?)"
+            " ON CONFLICT (hash) DO UPDATE SET upto_us = min(upto_us, excluded.upto_us)",
+            ((h, upto_us) for h in hashes))
+
     def copy_rows(self, table: str, rows: Sequence[Sequence[Any]]) -> int:
         """Insert rows salvaged from a damaged store (``honestyd store rebuild``) into ``table``, in the columns of
         :func:`~daemon.store.rows.copy_columns`; a row already there is left alone. Returns how many were new."""

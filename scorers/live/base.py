@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +41,15 @@ class ModelState:
         self.at = DAWN
         #: Let go of the records behind every window (eviction.py); then records must come with a lookup.
         self.evicts = evict
-        #: Every record with a time up to this may have been let go; their ids are in _evicted.
+        #: Every record with a time up to this may have been let go; their ids are in _evicted (or, once the owner
+        #: moved them there, where let_go_elsewhere asks).
         self.evicted_to = DAWN
         self._evicted = IdHashes()
+        #: Where the ids let go are asked about once they left _evicted (the daemon's store, migration 013): called
+        #: with an id and this model's horizon. Set by the owner around the calls that may ask, never kept (pickled).
+        self.let_go_elsewhere: Callable[[str, datetime], bool] | None = None
+        #: How many ids that place holds (for size()).
+        self.let_go_elsewhere_count = 0
         self._readmitting = False
         #: The latest visible conclusive check per (type, target), however old (the lookup applies the maximum age).
         self.latest_checks: dict[tuple[str, str], CheckResult] = {}

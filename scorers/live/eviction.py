@@ -46,6 +46,17 @@ class Eviction(ModelState):
             self._evicted.add(rid)
         self.evicted_to = horizon
 
+    def ids_let_go(self) -> list[int]:
+        """The hashes of the ids let go that only this model holds (for its owner to keep elsewhere: see
+        :attr:`let_go_elsewhere`)."""
+        return self._evicted.hashes()
+
+    def ids_kept_elsewhere(self, hashes: Iterable[int], count: int) -> None:
+        """These hashes of :meth:`ids_let_go` are kept where :attr:`let_go_elsewhere` asks (``count`` ids in all,
+        there): the model lets go of them too."""
+        self._evicted.discard(hashes)
+        self.let_go_elsewhere_count = count
+
     def horizon_at(self, at: datetime) -> datetime:
         """Up to when records may be let go once the model is evaluated at ``at``: a day behind every window."""
         return at - self.config.scoring.longest_window - EVICT_SLACK

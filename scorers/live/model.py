@@ -131,8 +131,10 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
         files = dict(self._files.files)
         checks = self._all_checks
         evicted, evicted_to, links = self._evicted, self.evicted_to, self._files.links
+        elsewhere = self.let_go_elsewhere, self.let_go_elsewhere_count
         self.__init__(self.config, evict=self.evicts, rules=self.rules)  # type: ignore[misc]
         self._evicted, self.evicted_to, self._files.links = evicted, evicted_to, links
+        self.let_go_elsewhere, self.let_go_elsewhere_count = elsewhere
         self._fresh = False
         self.at = at
         self._bulk = True

@@ -68,7 +68,8 @@ def id_hash(record_id: str) -> int:
 class IdHashes:
     """The ids of the records the model let go, as 64-bit hashes: 8 bytes an id, in sorted machine-integer arrays
     bucketed by the top 12 bits (an insert moves a few kilobytes, a lookup bisects one small array). A hash found
-    here may belong to another id; the caller asks the store, which holds every record, what it really is.
+    here may belong to another id; the caller asks the store, which holds every record, what it really is. The
+    daemon moves them on to its store (migration 013) once written there (:meth:`hashes`, :meth:`discard`).
     """
 
     __slots__ = ("buckets", "count")
@@ -87,6 +88,23 @@ class IdHashes:
         if i == len(bucket) or bucket[i] != h:
             bucket.insert(i, h)
             self.count += 1
+
+    def hashes(self) -> list[int]:
+        """Every hash noted, in no particular order."""
+        return [h for bucket in self.buckets.values() for h in bucket]
+
+    def discard(self, hashes: Iterable[int]) -> None:
+        """Forget these hashes (those not noted are passed over): they are kept elsewhere now."""
+        for h in hashes:
+            bucket = self.buckets.get(h >> 52)
+            if bucket is None:
+                continue
+            i = bisect.bisect_left(bucket, h)
+            if i < len(bucket) and bucket[i] == h:
+                del bucket[i]
+                self.count -= 1
+                if not bucket:
+                    del self.buckets[h >> 52]
 
     def might_hold(self, record_id: str) -> bool:
         """True if the hash of ``record_id`` was noted (by it, or by another id with the same hash)."""

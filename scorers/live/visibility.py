@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 
 from collectors.records import CheckResult, Event, Label, Order
-from scorers.live.base import ModelState
+from scorers.live.base import DAWN, ModelState
 from scorers.live.records import Record, Stub, order_of, reduce_text
 from scorers.lookups import take_check
 
@@ -36,7 +36,7 @@ class Visibility(ModelState):
     def size(self) -> tuple[int, int]:
         """(records held, ids let go): what :meth:`records` would list, counted without listing them."""
         held = len(self._winner) + sum(map(len, self._shadowed.values())) + len(self._hidden) + len(self._loaded)
-        return held, self._evicted.count
+        return held, self._evicted.count + self.let_go_elsewhere_count
 
     def _stored_events(self) -> list[Record]:
         """The records still stored: :meth:`records` without the ones removed while hidden."""
@@ -50,7 +50,7 @@ class Visibility(ModelState):
         ``lookup`` reads the store (committed, these records included): needed once the model has let records go,
         for a record whose id was among theirs (spec 1.1 makes the first in read order the winner, however old).
         """
-        watch = bool(self._evicted.count) and not self._readmitting
+        watch = self._may_have_let_go() and not self._readmitting
         arrived: list[Record] = []
         recalled: set[str] = set()
         for event in events:
@@ -218,10 +218,19 @@ class Visibility(ModelState):
             newest = max(r.ts for r in (self._winner[record_id], *self._shadowed.get(record_id, ())))
             self._days.setdefault(newest.toordinal(), []).append(record_id)
 
+    def _may_have_let_go(self) -> bool:
+        """False when no id can have been let go (nothing was, or nothing is to be asked)."""
+        return bool(self._evicted.count) or (self.let_go_elsewhere is not None and self.evicted_to > DAWN)
+
     def _let_go(self, record_id: str) -> bool:
         """True when the records of this id are ones the model let go (or a hash says they might be: the store keeps
         every record and label, and a recall brings them back)."""
-        return bool(self._evicted.count) and record_id not in self._winner and self._evicted.might_hold(record_id)
+        if not self._may_have_let_go() or record_id in self._winner:
+            return False
+        if self._evicted.count and self._evicted.might_hold(record_id):
+            return True
+        ask = self.let_go_elsewhere
+        return ask is not None and self.evicted_to > DAWN and ask(record_id, self.evicted_to)
 
     def _show_label(self, label: Label) -> None:
         if self._let_go(label.decision):

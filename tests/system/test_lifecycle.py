@@ -6,6 +6,7 @@ overwritten, a database deleted under a running daemon, a stale model temp file,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -145,12 +146,15 @@ def test_a_stale_model_temp_file_is_removed_at_start(tmp_path: Path) -> None:
     root = _state(tmp_path)
     db = tmp_path / "honestyd.db"
     tmp = modelcache.tmp_path_for(modelcache.path_for(db))
-    tmp.write_bytes(b"half a pickle left by a SIGKILL" * 1000)
+    stale = b"half a pickle left by a SIGKILL" * 1000
+    tmp.write_bytes(stale)
     others = [tmp_path / "other.db.model.tmp", tmp.with_name(tmp.name + ".keep")]  # not honestyd's name for it
     for other in others:
         other.write_bytes(b"not ours")
     with daemon(tmp_path, root, db=db) as d:
-        assert not tmp.exists()
+        # The running daemon's own cache write may have that name by now (daemon/cachewriter.py).
+        with contextlib.suppress(FileNotFoundError):
+            assert tmp.read_bytes() != stale
         assert all(other.read_bytes() == b"not ours" for other in others)
         assert f"removed {tmp}" in d.logs()
         assert stop(d)[0] == 0

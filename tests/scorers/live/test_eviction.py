@@ -55,7 +55,9 @@ def _append(path: Path, text: str) -> None:
 class World:
     """A state with 40-day-old and recent decisions, its store, the daemon's feed, and a clock."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, moves: bool) -> None:
+        #: After each evaluation, move the ids let go to the store's let-go table, as the daemon does.
+        self.moves = moves
         self.root = tmp / "state"
         hb = self.root / "heartbeats"
         old = "".join(_line(f"old-{i}", OLD + timedelta(hours=i), prompt="status?") for i in range(20))
@@ -81,7 +83,12 @@ class World:
     def check(self, feed: LiveFeed, at: datetime) -> None:
         """The feed, synced, scores what a from-scratch evaluation of the store scores, audit rows included."""
         feed.sync(self.store)
-        live = feed.evaluate(at)
+        live = feed.evaluate(at, self.store if self.moves else None)
+        if self.moves:  # daemon/app/evaluations.py: the hashes into the table, RAM lets go
+            hashes, upto = feed.ids_let_go()
+            with self.store.transaction():
+                self.store.add_let_go(hashes, upto)
+            feed.ids_stored(hashes, self.store.let_go_count())
         ctx = Context(self.store.load_records(), at, CONFIG)
         for name, _ in CONFIG.scoring.windows:
             pure = evaluate_window(ctx, name)
@@ -96,9 +103,9 @@ def _rows(result: AgentResult) -> list[tuple[str, object, list[str]]]:
     return [(r.decision.id, r.decision.order, [o.why for o in r.outcomes.values()]) for r in result.rows]
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    w = World(tmp_path)
+@pytest.fixture(params=[False, True], ids=["ids-let-go-in-ram", "ids-let-go-in-the-store"])
+def world(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[World]:
+    w = World(tmp_path, request.param)
     yield w
     w.store.close()
 

@@ -1,0 +1,80 @@
+"""The model cache written while running (daemon/cachewriter.py): a forked child writes the model as it was at the
+fork, whatever the parent does meanwhile; a failure comes back as a reason; the change feed is kept for the cache on
+disk and the one being written. The daemon-level round trip (SIGKILL, restart from the cache) is
+tests/system/test_crash_restart.py."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+from daemon import cachewriter, modelcache
+from daemon.modelkeeper import ModelKeeper
+from tests.daemon.test_modelcache import CONFIG, World, _same_scores
+from tests.daemon.test_modelcache import world as world  # the fixture
+
+__all__ = ["world"]
+
+
+def test_the_child_writes_the_model_as_it_was_at_the_fork(world: World) -> None:
+    running = world.fed()
+    writer = cachewriter.start(running, world.cache, world.store.store_id())
+    at_fork = writer.marks
+    world.change_everything()  # the parent's model moves on while the child writes
+    world.fed(running)
+    assert running.marks != at_fork
+    size, why = cachewriter.wait(writer)
+    assert why == "" and size == world.cache.stat().st_size
+    loaded = modelcache.load(world.cache, CONFIG, world.store)
+    assert loaded is not None and loaded.marks == at_fork
+    world.fed(loaded)  # caught up from the fork's marks
+    _same_scores(loaded, world.fed(), world.now + timedelta(hours=1))
+
+
+def test_a_write_that_fails_comes_back_as_its_reason(world: World, tmp_path: Path) -> None:
+    running = world.fed()
+    writer = cachewriter.start(running, tmp_path / "no such folder" / "x.model", world.store.store_id())
+    size, why = cachewriter.wait(writer)
+    assert size is None and why.startswith("FileNotFoundError")
+
+
+def test_the_writer_closes_every_descriptor_it_inherited(tmp_path: Path) -> None:
+    """The port and the store's lock must die with the daemon, not live on in its writer: in a forked child,
+    _close_inherited leaves only what it was told to keep (five files this process holds open among those closed)."""
+    held = [os.open(tmp_path / f"held-{i}", os.O_CREAT | os.O_WRONLY) for i in range(5)]
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        cachewriter._close_inherited(keep={0, 1, 2, write_end})
+        os.write(write_end, " ".join(sorted(os.listdir("/proc/self/fd"))).encode())
+        os._exit(0)
+    os.close(write_end)
+    try:
+        left = os.read(read_end, 4096).decode().split()
+        assert os.waitpid(pid, 0)[1] == 0
+    finally:
+        os.close(read_end)
+        for fd in held:
+            os.close(fd)
+    # What is left: the kept ones and the descriptor listdir itself had open.
+    assert len({int(fd) for fd in left} - {0, 1, 2, write_end}) <= 1, left
+
+
+def test_the_change_feed_is_kept_for_the_cache_on_disk_and_the_one_being_written(world: World) -> None:
+    writes = cachewriter.CacheWrites()
+    assert writes.prunable(40) == 40  # no cache of this run: the model's marks
+    keeper = ModelKeeper(ThreadPoolExecutor(1))
+    keeper.feed = world.fed()
+    reader = world.store
+    config = replace(CONFIG, db_path=world.tmp / "honestyd.db")
+    assert asyncio.run(writes.write(keeper, config, reader))
+    written = keeper.feed.marks[3]
+    assert writes.written == written and writes.last is not None
+    assert writes.prunable(written + 10) == written  # the cache on disk still catches up
+    loaded = modelcache.load(world.cache, CONFIG, world.store)
+    assert loaded is not None and loaded.marks == keeper.feed.marks
+    keeper.executor.shutdown()

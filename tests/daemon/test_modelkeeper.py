@@ -1,0 +1,64 @@
+"""The model's keeper (daemon/modelkeeper.py): the ids of records let go leave RAM for the store's let-go table
+(migration 013), and a record arriving later with one of them still loses to the stored one (spec 1.1, forever).
+
+A real store ingested by the real Ingester from a simulated state; the live-vs-pure properties of letting go are in
+tests/scorers/test_eviction.py, the machine over ingest, syncs and restarts in tests/daemon/test_model_ingest.py.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+from collectors.rfc3339 import format_ts, from_us
+from daemon.config import Config
+from daemon.ingest import Ingester
+from daemon.modelkeeper import LiveFeed
+from daemon.simulate import simulate
+from daemon.store import Store
+
+#: One 24-hour window: on four days of data, the first two are behind it and its day of slack, so they are let go.
+CONFIG = replace(Config(), scoring=replace(Config().scoring, windows=(("24h", timedelta(hours=24)),)))
+
+
+def _moved_to_store(feed: LiveFeed, store: Store) -> int:
+    """What the daemon does after an evaluation (daemon/app/evaluations.py): the hashes into the table, RAM lets go."""
+    hashes, upto = feed.ids_let_go()
+    with store.transaction():
+        store.add_let_go(hashes, upto)
+    feed.ids_stored(hashes, store.let_go_count())
+    return len(hashes)
+
+
+def test_ids_let_go_leave_ram_and_a_late_duplicate_of_one_still_loses(tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    now = simulate(7, root, agents=3, days=4).end
+    with Store.open(tmp_path / "honestyd.db") as store:
+        ingester = Ingester(store, root, CONFIG, clock=lambda: now)
+        ingester.scan()
+        feed = LiveFeed(CONFIG)
+        feed.load(store, now)
+        feed.sync(store)
+        before = feed.evaluate(now, store)
+        moved = _moved_to_store(feed, store)
+        assert moved > 0 and feed.ids_let_go()[0] == []  # RAM holds none of them
+        assert feed.evaluate(now, store) == before
+        assert feed.size[1] == moved  # still counted: honesty_model_ids_let_go
+        # A decision dated now with the id of one let go: the stored one is first in read order and wins (spec 1.1).
+        rid, agent, ts_us = store.conn.execute(
+            "SELECT id, agent, ts_us FROM events WHERE line > 0 AND kind = 'dm' ORDER BY ts_us LIMIT 1").fetchone()
+        assert from_us(ts_us) < now - timedelta(days=2)
+        assert feed.knows(rid, store)
+        with (root / "heartbeats" / f"{agent}.jsonl").open("a") as f:
+            f.write(json.dumps({"id": rid, "ts": format_ts(now - timedelta(hours=1)), "agent": agent, "kind": "dm",
+                                "text": "a late duplicate: it must not count"}) + "\n")
+        ingester.scan()
+        feed.sync(store)
+        warm = feed.evaluate(now, store)
+        cold = LiveFeed(CONFIG)
+        cold.load(store, now)
+        cold.sync(store)
+        assert warm == cold.evaluate(now)
+        assert warm["24h"].agents[agent].decisions == before["24h"].agents[agent].decisions

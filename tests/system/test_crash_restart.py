@@ -1,0 +1,75 @@
+"""A crash costs a cache load, not a rebuild: the running daemon writes its model cache periodically (a forked writer,
+daemon/cachewriter.py), so a start after SIGKILL reads the latest cache, catches up from the store and the state root,
+and serves exactly the scores a start from the store alone gives."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from collectors.rfc3339 import format_ts
+from daemon import modelcache
+from daemon.simulate import simulate
+from tests.daemon_harness import Running, daemon, stop, wait_for, write_config
+
+START = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+def _scores(d: Running) -> dict[str, object]:
+    """Every score series of /metrics (the counters of a process's own life left out) and each agent's API answer."""
+    status, text = d.get("/metrics")
+    assert status == 200
+    series = sorted(line for line in text.splitlines()
+                    if re.match(r"honesty_(score|component|window_decisions|coverage|false_gaps)", line))
+    status, listing = d.get("/v1/agents")
+    assert status == 200
+    agents = sorted(json.loads(listing)["agents"])
+    answers = {a: json.loads(d.get(f"/v1/agents/{a}?window=7d")[1]) for a in agents}
+    return {"series": series, "agents": answers}
+
+
+def _line(i: int, ts: datetime) -> str:
+    return json.dumps({"id": f"late-{i}", "ts": format_ts(ts), "agent": "ada", "kind": "dm",
+                       "text": f"late decision {i}"}) + "\n"
+
+
+def test_a_daemon_sigkilled_after_a_periodic_write_restarts_from_the_cache(tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    simulate(5, root, agents=3, days=2, start=START, events_per_day=60)
+    end = START + timedelta(days=2)
+    clock = tmp_path / "now.txt"
+    clock.write_text(format_ts(end))
+    config = write_config(tmp_path / "config.toml", rescore="1s")
+    config.write_text(config.read_text().replace("[daemon]\n", '[daemon]\ncache_every = "1s"\n', 1))
+    db = tmp_path / "honestyd.db"
+    cache = modelcache.path_for(db)
+    log = re.compile(r"model cache \S+ written: .* by a forked writer")
+    with daemon(tmp_path, root, config=config, clock_file=clock, db=db) as d:
+        wait_for(lambda: log.search(d.logs()), 20, "the cache written after the start's catch-up")
+        # More arrives after that write: the restart must catch it up from the store and the files.
+        hb = root / "heartbeats" / "ada.jsonl"
+        with hb.open("a") as f:
+            f.writelines(_line(i, end - timedelta(minutes=30 - i)) for i in range(5))
+        written = len(log.findall(d.logs()))
+        wait_for(lambda: "late-4" in d.get("/v1/agents/ada/audit?window=24h")[1], 20, "the appends scored")
+        wait_for(lambda: len(log.findall(d.logs())) > written + 1, 20, "a periodic write after the appends")
+        with hb.open("a") as f:
+            f.write(_line(9, end - timedelta(minutes=1)))
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait(10)
+    assert cache.exists()
+    with daemon(tmp_path, root, config=config, clock_file=clock, db=db) as warm:
+        assert re.search(r"model cache \S+ loaded in", warm.logs()), warm.logs()
+        assert "loading from the store" not in warm.logs()
+        wait_for(lambda: "late-9" in warm.get("/v1/agents/ada/audit?window=24h")[1], 20,
+                 "the line appended after the last write, caught up")
+        from_cache = _scores(warm)
+        assert stop(warm)[0] == 0
+    cache.unlink()
+    with daemon(tmp_path, root, config=config, clock_file=clock, db=db) as cold:
+        assert not re.search(r"model cache \S+ loaded in", cold.logs())
+        assert _scores(cold) == from_cache
+        assert stop(cold)[0] == 0
