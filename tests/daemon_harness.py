@@ -161,6 +161,21 @@ def daemon(tmp: Path, root: Path, *, config: Path | None = None, clock_file: Pat
             proc.wait(10)
 
 
+def start_demo(directory: Path, port: int) -> tuple[subprocess.Popen[str], str]:
+    """``honestyd demo`` as ``make demo`` runs it, on loopback at ``port``: the process and its banner (the lines up
+    to "Ctrl-C stops"). The caller stops the process."""
+    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "demo", "--dir", str(directory), "--listen",
+                             f"127.0.0.1:{port}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, env={k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"})
+    assert proc.stdout is not None
+    banner = []
+    for line in proc.stdout:
+        banner.append(line)
+        if line.startswith("Ctrl-C stops"):
+            break
+    return proc, "".join(banner)
+
+
 def end(proc: subprocess.Popen[Any]) -> None:
     """Terminate a helper process (Prometheus, Alertmanager) whatever happened: killed if it does not go in 10 s."""
     if proc.poll() is None:

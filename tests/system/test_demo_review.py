@@ -9,10 +9,8 @@ for the figure; it is not asserted, only waited for with a deadline).
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
-import subprocess
 import time
 import urllib.request
 from datetime import datetime
@@ -23,8 +21,7 @@ import pytest
 
 from collectors.rfc3339 import parse_ts
 from tests.cdp import Browser
-from tests.conftest import HONESTYD, ROOT
-from tests.daemon_harness import free_port, wait_for
+from tests.daemon_harness import free_port, start_demo, wait_for
 from tests.system.test_browser import chromium, parse
 
 #: Generous: the demo generates three days of ten agents before it serves, on a machine other suites share.
@@ -50,18 +47,9 @@ def test_the_demo_opens_the_slipping_agents_review_and_its_sign_in_closes_it_fro
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     started = time.monotonic()
-    proc = subprocess.Popen([*HONESTYD, "demo", "--dir", str(tmp_path / "demo"), "--listen", f"127.0.0.1:{port}"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env={k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"})
+    proc, text = start_demo(tmp_path / "demo", port)
     try:
-        assert proc.stdout is not None
-        banner = []
-        for line in proc.stdout:
-            banner.append(line)
-            if line.startswith("Ctrl-C stops"):
-                break
         serving = time.monotonic() - started
-        text = "".join(banner)
         assert f"reviews:     {base}/reviews   (" in text and "close it with a note from its page" in text
         found = re.search(r"sign in: +(\S+) +reviewer: (\S+) +token: (\S+)", text)
         assert found, text

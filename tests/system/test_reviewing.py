@@ -16,8 +16,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,8 +30,7 @@ from daemon.config import COMPONENTS, Config, GitHub
 from daemon.http.templating import anchor
 from daemon.store import Store
 from tests.cdp import Browser
-from tests.conftest import ROOT
-from tests.daemon_harness import Running, daemon, free_port, stop, wait_for
+from tests.daemon_harness import Running, daemon, free_port, start_demo, stop, wait_for
 from tests.servers import serve_in_thread
 from tests.system.test_browser import SCORED, THIN, Node, chromium, parse, write_state
 
@@ -287,18 +284,10 @@ def test_from_the_demos_banner_to_a_labelled_decision_with_nothing_but_a_browser
                                                                                  browser: Browser) -> None:
     """`make demo` runs this command; its banner's sign-in line is all a newcomer needs."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "demo", "--dir", str(tmp_path / "demo"), "--listen",
-                             f"127.0.0.1:{port}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, env={k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"})
+    proc, banner = start_demo(tmp_path / "demo", port)
     try:
-        assert proc.stdout is not None
-        banner = []
-        for line in proc.stdout:
-            banner.append(line)
-            if line.startswith("Ctrl-C stops"):
-                break
-        found = re.search(r"sign in: +(\S+) +reviewer: (\S+) +token: (\S+)", "".join(banner))
-        assert found, "".join(banner)
+        found = re.search(r"sign in: +(\S+) +reviewer: (\S+) +token: (\S+)", banner)
+        assert found, banner
         url, reviewer, token = found.groups()
         b = browser
         b.goto(url)
