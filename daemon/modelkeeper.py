@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import functools
 import gc
-import itertools
 import logging
 import threading
 import time
@@ -105,11 +104,7 @@ class LiveFeed:
             if at is not None:
                 horizon = self.model.horizon_at(at)
                 old = store.ids_only_before(horizon, marks[0])
-                first = next(old, None)
-                # Nothing let go (an empty store, as at a first start that loads beside its scan): the model keeps
-                # no horizon, so its first evaluation lets go of what the scan brings behind every window.
-                if first is not None:
-                    self.model.let_go(horizon, itertools.chain([first], old))
+                self.model.let_go(horizon, old)
             # With a lookup, should an id read share its 64-bit hash with one let go. An id goes with all its
             # records: an old record whose id is also on a newer one is read (events_up_to's newer_than).
             lookup = functools.partial(_stored_under, store)

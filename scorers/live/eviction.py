@@ -39,12 +39,17 @@ class Eviction(ModelState):
     def let_go(self, horizon: datetime, ids: Iterable[str]) -> None:
         """Before anything is added: the records dated up to ``horizon`` under ``ids`` are not coming (the caller
         left them in the store, every record of those ids), as if :meth:`_evict` had let them go. A start on a store
-        with a long history then never holds it all at once."""
+        with a long history then never holds it all at once. With no ids nothing was let go and no horizon is kept:
+        the first evaluation lets go of what arrives behind every window (a start on an empty store, beside its
+        first scan)."""
         if not self._fresh or self.records():
             raise ValueError("let_go() is for a model nothing was added to yet")
+        count = 0
         for rid in ids:
             self._evicted.add(rid)
-        self.evicted_to = horizon
+            count += 1
+        if count:
+            self.evicted_to = horizon
 
     def ids_let_go(self) -> list[int]:
         """The hashes of the ids let go that only this model holds (for its owner to keep elsewhere: see
