@@ -59,6 +59,23 @@ def _state(tmp: Path) -> Path:
     return root
 
 
+def _outside(tmp: Path, root: Path, rel: str, text: str, how: str) -> Path:
+    """A file ``text`` in a folder outside the root, and the root's ``rel`` reaching it: itself a symlink to the
+    file (``how`` "file"), or its folder a symlink to that folder ("folder"). Returns the outside file."""
+    outside = tmp / "outside"
+    outside.mkdir()
+    secret = outside / Path(rel).name
+    secret.write_text(text)
+    folder = root / Path(rel).parent
+    if how == "folder":
+        folder.symlink_to(outside, target_is_directory=True)
+    else:
+        folder.mkdir()
+        if how == "file":
+            (root / rel).symlink_to(secret)
+    return secret
+
+
 def _heartbeats(d: Running) -> float:
     return d.metric("honesty_ingest_records_total", source="heartbeats") or 0
 
@@ -86,15 +103,8 @@ def _errors(d: Running) -> list[str]:
 @pytest.mark.parametrize("how", ["file", "folder"])
 def test_a_label_is_never_written_through_a_symlink_out_of_the_root(tmp_path: Path, how: str) -> None:
     root = _state(tmp_path)
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    secret = outside / "api.jsonl"
-    secret.write_text("precious\n")
-    if how == "file":
-        (root / "labels").mkdir()
-        (root / "labels" / "api.jsonl").symlink_to(secret)
-    else:
-        (root / "labels").symlink_to(outside, target_is_directory=True)
+    secret = _outside(tmp_path, root, "labels/api.jsonl", "precious\n", how)
+    outside = secret.parent
     with daemon(tmp_path, root, env=REVIEWERS) as d:
         status, reply = d.post("/v1/labels", LABEL, AUTH)
         assert status == 500, reply
@@ -129,18 +139,10 @@ def test_a_fifo_at_the_labels_file_is_refused_without_blocking(tmp_path: Path) -
 def test_a_review_is_never_written_through_a_symlink_or_into_a_fifo(tmp_path: Path, how: str) -> None:
     root = _state(tmp_path)
     (root / "heartbeats" / "zoe.jsonl").write_text("".join(_line(f"zoe-{i}", "zoe") for i in range(6)))  # all low
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    secret = outside / "honestyd.jsonl"
-    secret.write_text("precious\n")
-    if how == "folder":
-        (root / "reviews").symlink_to(outside, target_is_directory=True)
-    else:
-        (root / "reviews").mkdir()
-        if how == "file":
-            (root / "reviews" / "honestyd.jsonl").symlink_to(secret)
-        else:
-            os.mkfifo(root / "reviews" / "honestyd.jsonl")
+    secret = _outside(tmp_path, root, "reviews/honestyd.jsonl", "precious\n", how)
+    outside = secret.parent
+    if how == "fifo":
+        os.mkfifo(root / "reviews" / "honestyd.jsonl")
     refused = {"file": "symbolic link", "folder": "symbolic link", "fifo": "FIFO"}[how]
     with daemon(tmp_path, root) as d:  # zoe is below at start: her review is due at the first evaluation
         wait_for(lambda: any("review event not written" in e and refused in e for e in _errors(d)), 10,
@@ -172,15 +174,8 @@ def test_a_fifo_at_the_changelog_path_blocks_neither_start_nor_pages_nor_stop(tm
 @pytest.mark.parametrize("how", ["file", "folder"])
 def test_the_changelog_is_never_read_or_written_through_a_symlink_out_of_the_root(tmp_path: Path, how: str) -> None:
     root = _state(tmp_path)
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    secret = outside / "honesty-changelog.md"
-    secret.write_text("# precious-outside-text\n")
-    if how == "file":
-        (root / "iris").mkdir()
-        (root / CHANGELOG).symlink_to(secret)
-    else:
-        (root / "iris").symlink_to(outside, target_is_directory=True)
+    secret = _outside(tmp_path, root, CHANGELOG, "# precious-outside-text\n", how)
+    outside = secret.parent
     with daemon(tmp_path, root) as d:
         assert any(e for e in _errors(d) if "changelog" in e and "symbolic link" in e), d.logs()
         status, page = d.get("/methodology")
