@@ -19,7 +19,8 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 log = logging.getLogger("honestyd.gc")
 
@@ -27,6 +28,24 @@ log = logging.getLogger("honestyd.gc")
 FREEZE_EVERY = 5.0
 #: Seconds between two full sweeps of everything, frozen or not (what bounds the cyclic garbage freezing keeps).
 SWEEP_EVERY = 86_400.0
+
+
+@contextmanager
+def paused(*, freeze: bool) -> Iterator[None]:
+    """No garbage collection while millions of long-lived objects are made (each collection would walk them again, and
+    the oldest generation's walks all of them); with ``freeze``, everything made so far is frozen out of it afterwards,
+    else the next allocation would start a full collection walking them all once more. The collector is left as it
+    was found (a caller that had it off keeps it off).
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if freeze:
+            gc.freeze()
+        if was:
+            gc.enable()
 
 
 class Freezer:

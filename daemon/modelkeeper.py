@@ -28,7 +28,7 @@ from typing import Any
 
 from collectors.records import EvalReport, Event, Label
 from collectors.rfc3339 import from_us, to_us
-from daemon import limits
+from daemon import gcpolicy, limits
 from daemon.config import Config
 from daemon.executors import run_in
 from daemon.limits import Exported, HeldBackLog
@@ -97,8 +97,10 @@ class LiveFeed:
     def load(self, store: Store, at: datetime | None = None) -> None:
         """Read the store (use a connection of its own: this may take a while on a big store). ``at``: the time the
         model will first be evaluated at, or later; the records the model would let go then (see
-        :meth:`LiveModel.let_go`) stay in the store, only their ids are read."""
-        with self._lock, store.reading():
+        :meth:`LiveModel.let_go`) stay in the store, only their ids are read. The collector is paused meanwhile
+        (every record read is kept, so its collections would only walk them again and again) and the records frozen
+        out of it after (else the first collection would walk them all once more)."""
+        with self._lock, store.reading(), gcpolicy.paused(freeze=True):
             marks = store.feed_marks()
             horizon = None
             if at is not None:
@@ -195,6 +197,8 @@ class LiveFeed:
         with self._lock, contextlib.ExitStack() as stack:
             if store is not None:  # each question a read of its own: a read transaction held would hold up COMMITs
                 stack.enter_context(self._asking(store))
+            if self.at is None:  # the first one indexes every record: no collections, and the indexes frozen after
+                stack.enter_context(gcpolicy.paused(freeze=True))
             windows = self.model.evaluate(at)
             self.at = at
             self.size = self.model.size()

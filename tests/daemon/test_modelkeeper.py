@@ -7,6 +7,7 @@ tests/scorers/test_eviction.py, the machine over ingest, syncs and restarts in t
 
 from __future__ import annotations
 
+import gc
 import json
 from dataclasses import replace
 from datetime import timedelta
@@ -18,6 +19,8 @@ from daemon.ingest import Ingester
 from daemon.modelkeeper import LiveFeed
 from daemon.simulate import simulate
 from daemon.store import Store
+from scorers.context import Context
+from scorers.score import evaluate_window, to_json
 
 #: One 24-hour window: on four days of data, the first two are behind it and its day of slack, so they are let go.
 CONFIG = replace(Config(), scoring=replace(Config().scoring, windows=(("24h", timedelta(hours=24)),)))
@@ -62,3 +65,35 @@ def test_ids_let_go_leave_ram_and_a_late_duplicate_of_one_still_loses(tmp_path: 
         cold.sync(store)
         assert warm == cold.evaluate(now)
         assert warm["24h"].agents[agent].decisions == before["24h"].agents[agent].decisions
+
+
+def test_no_collection_runs_while_a_cold_load_builds_the_model(tmp_path: Path) -> None:
+    """A cold start keeps every record it reads: a collection meanwhile would only walk them again (the oldest
+    generation's walks all of them), so the load and the first evaluation run with the collector paused, and it is
+    on again after (the first evaluation's indexes frozen out of it)."""
+    root = tmp_path / "state"
+    now = simulate(3, root, agents=3, days=2).end
+    with Store.open(tmp_path / "honestyd.db") as store:
+        Ingester(store, root, CONFIG, clock=lambda: now).scan()
+        collections: list[str] = []
+
+        def note(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                collections.append(phase)
+
+        feed = LiveFeed(CONFIG)
+        gc.collect()
+        gc.callbacks.append(note)
+        try:
+            feed.load(store, now)
+            during_load = len(collections)
+            windows = feed.evaluate(now, store)
+            during_evaluation = len(collections) - during_load
+        finally:
+            gc.callbacks.remove(note)
+            gc.unfreeze()
+        assert (during_load, during_evaluation) == (0, 0)
+        assert gc.isenabled()
+        ctx = Context(store.load_records(), now, CONFIG)
+        assert {n: to_json(w) for n, w in windows.items()} == {n: to_json(evaluate_window(ctx, n)) for n in windows}
+
