@@ -19,8 +19,9 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 log = logging.getLogger("honestyd.gc")
 
@@ -46,6 +47,21 @@ def paused(*, freeze: bool) -> Iterator[None]:
             gc.freeze()
         if was:
             gc.enable()
+
+
+T = TypeVar("T")
+#: Records read between two freezes of :func:`frozen_as_read`: what a collection meanwhile walks at most.
+FREEZE_READ = 50_000
+
+
+def frozen_as_read(items: Iterable[T], every: int = FREEZE_READ) -> Iterator[T]:
+    """``items``, with everything the collector tracks frozen after each ``every`` of them: records kept as they are
+    read leave its walks in batches, while it goes on collecting the other threads' garbage (a pause would keep that
+    until the end: the start's scan runs beside the load)."""
+    for k, item in enumerate(items, 1):
+        yield item
+        if not k % every:
+            gc.freeze()
 
 
 class Freezer:
