@@ -33,7 +33,6 @@ from __future__ import annotations
 import bisect
 import copyreg
 import functools
-import gc
 import hashlib
 import itertools
 import json
@@ -46,7 +45,6 @@ import time
 import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from datetime import datetime
 from operator import attrgetter
 from pathlib import Path
@@ -54,6 +52,7 @@ from typing import IO, Any, Protocol
 
 from collectors.records import Event
 from collectors.rfc3339 import from_us_many, to_us
+from daemon import gcpolicy
 from daemon.config import Config
 from daemon.modelkeeper import LiveFeed, Marks
 from daemon.store import Store
@@ -372,8 +371,8 @@ def write_feed(f: _Writable, feed: LiveFeed) -> None:
 
 
 def read_feed(f: _Readable, *, freeze: bool = False) -> Any:
-    """What :func:`write_feed` wrote (no check whatever: see :func:`load`); ``freeze``: see _collector_paused."""
-    with _collector_paused(freeze=freeze):
+    """What :func:`write_feed` wrote (no check whatever: see :func:`load`); ``freeze``: see daemon.gcpolicy.paused."""
+    with gcpolicy.paused(freeze=freeze):
         records = unpack_records(iter(functools.partial(pickle.load, f), None))
         # Position i < n is record i, n + i its time (see _RecordPickler): a list's own lookup resolves a reference
         # without a call into Python, millions of them per load.
@@ -381,24 +380,6 @@ def read_feed(f: _Readable, *, freeze: bool = False) -> Any:
         unpickler = pickle.Unpickler(f)
         unpickler.persistent_load = targets.__getitem__  # type: ignore[method-assign]
         return unpickler.load()
-
-
-@contextmanager
-def _collector_paused(*, freeze: bool) -> Iterator[None]:
-    """No garbage collection while millions of long-lived objects are made (it would walk them again and again);
-    with ``freeze``, everything made so far is frozen out of it afterwards, as the daemon
-    does after any load (daemon/modelkeeper.py): else the next allocation would start a full collection walking them
-    all once more.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if freeze:
-            gc.freeze()
-        if was:
-            gc.enable()
 
 
 def _header(f: IO[bytes]) -> dict[str, Any] | None:

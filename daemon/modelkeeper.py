@@ -28,7 +28,7 @@ from typing import Any
 
 from collectors.records import EvalReport, Event, Label
 from collectors.rfc3339 import from_us, to_us
-from daemon import limits
+from daemon import gcpolicy, limits
 from daemon.config import Config
 from daemon.executors import run_in
 from daemon.limits import Exported, HeldBackLog
@@ -94,10 +94,12 @@ class LiveFeed:
             self.config = config
             return True
 
-    def load(self, store: Store, at: datetime | None = None) -> None:
+    def load(self, store: Store, at: datetime | None = None, *, freeze_every: int = gcpolicy.FREEZE_READ) -> None:
         """Read the store (use a connection of its own: this may take a while on a big store). ``at``: the time the
         model will first be evaluated at, or later; the records the model would let go then (see
-        :meth:`LiveModel.let_go`) stay in the store, only their ids are read."""
+        :meth:`LiveModel.let_go`) stay in the store, only their ids are read. The records are frozen out of the
+        collector as they are read, ``freeze_every`` at a time (each is kept: its collections would only walk them
+        again and again)."""
         with self._lock, store.reading():
             marks = store.feed_marks()
             horizon = None
@@ -108,9 +110,11 @@ class LiveFeed:
             # With a lookup, should an id read share its 64-bit hash with one let go. An id goes with all its
             # records: an old record whose id is also on a newer one is read (events_up_to's newer_than).
             lookup = functools.partial(_stored_under, store)
-            self.model.add_events((e for _, e in store.events_up_to(marks[0], newer_than=horizon)), lookup)
+            rows = store.events_up_to(marks[0], newer_than=horizon)
+            self.model.add_events(gcpolicy.frozen_as_read((e for _, e in rows), freeze_every), lookup)
             self._heartbeat_top = store.heartbeat_top(marks[0])
-            self.model.add_labels(label for rowid, label in store.labels_since(0) if rowid <= marks[1])
+            labels = (label for rowid, label in store.labels_since(0) if rowid <= marks[1])
+            self.model.add_labels(gcpolicy.frozen_as_read(labels, freeze_every))
             self.model.add_checks(c for c in store.checks_since(0) if c.seq <= marks[2])
             self.model.put_links(store.links())
             for path, entry in store.file_entries().items():
@@ -195,6 +199,8 @@ class LiveFeed:
         with self._lock, contextlib.ExitStack() as stack:
             if store is not None:  # each question a read of its own: a read transaction held would hold up COMMITs
                 stack.enter_context(self._asking(store))
+            if self.at is None:  # the first one indexes every record: no collections, and the indexes frozen after
+                stack.enter_context(gcpolicy.paused(freeze=True))
             windows = self.model.evaluate(at)
             self.at = at
             self.size = self.model.size()

@@ -7,6 +7,7 @@ tests/scorers/test_eviction.py, the machine over ingest, syncs and restarts in t
 
 from __future__ import annotations
 
+import gc
 import json
 from dataclasses import replace
 from datetime import timedelta
@@ -18,6 +19,8 @@ from daemon.ingest import Ingester
 from daemon.modelkeeper import LiveFeed
 from daemon.simulate import simulate
 from daemon.store import Store
+from scorers.context import Context
+from scorers.score import evaluate_window, to_json
 
 #: One 24-hour window: on four days of data, the first two are behind it and its day of slack, so they are let go.
 CONFIG = replace(Config(), scoring=replace(Config().scoring, windows=(("24h", timedelta(hours=24)),)))
@@ -62,3 +65,38 @@ def test_ids_let_go_leave_ram_and_a_late_duplicate_of_one_still_loses(tmp_path: 
         cold.sync(store)
         assert warm == cold.evaluate(now)
         assert warm["24h"].agents[agent].decisions == before["24h"].agents[agent].decisions
+
+
+
+def test_a_cold_load_freezes_the_records_as_it_reads_and_the_first_evaluation_collects_nothing(tmp_path: Path) -> None:
+    """A cold start keeps every record it reads: a collection meanwhile would walk them again (the oldest generation's
+    walks all of them). So the load freezes them out of the collector as it reads (in batches: it goes on collecting
+    the other threads' garbage), and the first evaluation, which indexes every record and runs every rule, runs with
+    the collector paused; it is on again after, and the windows are the pure evaluation's."""
+    root = tmp_path / "state"
+    now = simulate(3, root, agents=3, days=2).end
+    with Store.open(tmp_path / "honestyd.db") as store:
+        Ingester(store, root, CONFIG, clock=lambda: now).scan()
+        collections: list[int] = []
+
+        def note(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                collections.append(info["generation"])
+
+        feed = LiveFeed(CONFIG)
+        gc.collect()
+        frozen = gc.get_freeze_count()
+        gc.callbacks.append(note)
+        try:
+            feed.load(store, now, freeze_every=50)
+            frozen_by_load = gc.get_freeze_count() - frozen
+            collections.clear()
+            windows = feed.evaluate(now, store)
+        finally:
+            gc.callbacks.remove(note)
+            gc.unfreeze()
+        assert frozen_by_load > 0
+        assert collections == []
+        assert gc.isenabled()
+        ctx = Context(store.load_records(), now, CONFIG)
+        assert {n: to_json(w) for n, w in windows.items()} == {n: to_json(evaluate_window(ctx, n)) for n in windows}
