@@ -13,12 +13,13 @@ import time
 from pathlib import Path
 
 from collectors.links import LinkMap, named_entries, other_names
+from collectors.safeopen import read_regular
 from collectors.sources import LOGS
 from collectors.statedir import Confinement, FileInfo, link_target, stat_file, walk_tree
 from daemon.config import Config
 from daemon.ingest.documents import Documents
 from daemon.ingest.logs import LogTailing
-from daemon.ingest.state import Clock, IngestStats, Sightings, system_clock
+from daemon.ingest.state import Clock, IngestStats, Reader, Sightings, WallClock, system_clock
 from daemon.rejectlog import RejectLog
 from daemon.store import Store
 
@@ -27,11 +28,15 @@ BATCH_LINES = 5000
 
 
 class Ingester(Documents, LogTailing):
-    """Feeds one state root into one store. ``observed`` = True means a watcher saw the change now."""
+    """Feeds one state root into one store. ``observed`` = True means a watcher saw the change now.
+
+    ``read`` reads a file whole; ``wall_ns`` is the clock file times are set from (daemon/ingest/fingerprint.py).
+    """
 
     def __init__(self, store: Store, root: Path, config: Config, clock: Clock = system_clock,
-                 reject_log: RejectLog | None = None, sightings: Sightings | None = None) -> None:
-        super().__init__(store, root, config, clock, reject_log, sightings, BATCH_LINES)
+                 reject_log: RejectLog | None = None, sightings: Sightings | None = None, *,
+                 read: Reader = read_regular, wall_ns: WallClock = time.time_ns) -> None:
+        super().__init__(store, root, config, clock, reject_log, sightings, BATCH_LINES, read, wall_ns)
 
     def scan(self, *, observed: bool = False) -> IngestStats:
         """One full pass over the root: index, tail, re-parse; deleted files are noticed."""
@@ -40,7 +45,8 @@ class Ingester(Documents, LogTailing):
         seen: set[str] = set()
         unreadable = self.unreadable
         unreadable.begin_scan()
-        self._stat_at = time.monotonic()
+        self._stat_at, self._stat_ns = time.monotonic(), self.wall_ns()
+        self._fingerprints = []
         complete = False
         try:
             tree = walk_tree(self.root, on_error=unreadable.failed)
@@ -54,6 +60,7 @@ class Ingester(Documents, LogTailing):
             for info in entries:
                 seen.add(info.path)
                 stats.merge(self.ingest_file(info, observed=observed))
+            self._record_fingerprints()
             # Logs that vanished from their glob may have been rotated away: drain them. What a folder that cannot
             # be listed holds is not gone: it is neither drained nor deleted.
             for cursor in self.store.cursors():
@@ -62,9 +69,17 @@ class Ingester(Documents, LogTailing):
             stats.merge(self._forget_missing(seen))
             complete = True
         finally:
+            self._fingerprints = None
             unreadable.end_scan(complete)
         self.reject_log.flush()
         return stats
+
+    def _record_fingerprints(self) -> None:
+        """Record the fingerprints this scan took of unchanged files (hints: a scan they are lost to reads again)."""
+        if self._fingerprints:
+            with self.store.transaction():
+                self.store.put_fingerprints(self._fingerprints)
+        self._fingerprints = []
 
     def ingest_path(self, rel: str, *, observed: bool = True) -> IngestStats:
         """Bring one path up to date (a watcher event): it may be new, changed or gone, or a symlink.
@@ -72,7 +87,7 @@ class Ingester(Documents, LogTailing):
         A file's other names that sources are read under (through symlinks) are brought up to date with it; names
         that a symlink made meanwhile adds are read at the next scan.
         """
-        self._stat_at = time.monotonic()
+        self._stat_at, self._stat_ns = time.monotonic(), self.wall_ns()
         info = stat_file(self.root, rel, self._confinement)
         if info is None or info.canonical != rel or rel in self._links.links:
             self._refresh_link(rel)  # only for what may be or have been a symlink: no syscall for a plain file
