@@ -59,10 +59,10 @@ class FileIndex(IngestState):
 
     def _forget_missing(self, seen: set[str]) -> IngestStats:
         stats = IngestStats()
-        for path, row in self.store.index_rows().items():
-            if row.deleted is None and path not in seen and not self.unreadable.hides(path):
+        for path, canonical in self.store.live_paths():
+            if path not in seen and not self.unreadable.hides(path):
                 stats.merge(self._delete(path))
-                if row.canonical is None and self._links.resolve(path) != path:
+                if canonical is None and self._links.resolve(path) != path:
                     # Its directory is a symlink now: the path names another file, and is no entry of its own.
                     with self.store.transaction():
                         self.store.remove_file(path)

@@ -57,6 +57,7 @@ class Ingester(Documents, LogTailing):
                 self._links = links
             entries = named_entries(tree.files, links, self._globs())
             self._logs = {e.canonical for e in entries if self.source_of(e.path) in LOGS}
+            self._unchanged = self._unchanged_paths(entries)
             for info in entries:
                 seen.add(info.path)
                 stats.merge(self.ingest_file(info, observed=observed))
@@ -69,7 +70,7 @@ class Ingester(Documents, LogTailing):
             stats.merge(self._forget_missing(seen))
             complete = True
         finally:
-            self._fingerprints = None
+            self._fingerprints = self._unchanged = None
             unreadable.end_scan(complete)
         self.reject_log.flush()
         return stats

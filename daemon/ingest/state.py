@@ -98,6 +98,8 @@ class IngestState:
         #: (path, sha, mtime_ns, size, fingerprint) of the unchanged files read in this scan whose row holds no
         #: fingerprint that counts: recorded in one statement at the scan's end (None: at once, outside a scan).
         self._fingerprints: list[tuple[str, str, int, int, Fingerprint]] | None = None
+        #: The paths this scan found unchanged by their fingerprints before it began (None: outside a scan).
+        self._unchanged: set[str] | None = None
         #: Lines taken in the open transaction group of ingest_paths (None: no group open), and the group's step to
         #: the next transaction (see :meth:`daemon.store.Store.group`).
         self._group_lines: int | None = None

@@ -42,6 +42,16 @@ class Queries(Connection):
         """Every stored row: the file index, and the names sources are read under through a symlink."""
         return {r[0]: index_row_of(r) for r in self.conn.execute(f"SELECT {self._file_columns()} FROM files")}
 
+    def index_rows_in_order(self) -> Iterator[IndexRow]:
+        """Every stored row in path order (SQLite's byte order of UTF-8, Python's of code points: the same), read as
+        it is iterated: take them all before writing."""
+        return (index_row_of(r) for r in self.conn.execute(f"SELECT {self._file_columns()} FROM files ORDER BY path"))
+
+    def live_paths(self) -> list[tuple[str, str | None]]:
+        """(path, canonical) of every stored row not deleted: what a scan may find gone (the writer's store: migrated).
+        """
+        return self.conn.execute("SELECT path, canonical FROM files WHERE deleted_us IS NULL").fetchall()
+
     def index_rows_get(self, path: str) -> IndexRow | None:
         """The stored file-index state of one path."""
         r = self.conn.execute(f"SELECT {self._file_columns()} FROM files WHERE path = ?", (path,)).fetchone()
