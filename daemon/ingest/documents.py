@@ -14,7 +14,7 @@ from collectors.markdown import decode, front_matter_ts, parse_markdown
 from collectors.records import Event, Label, Reject
 from collectors.safeopen import RefusedFile
 from collectors.statedir import FileInfo
-from daemon.ingest.fingerprint import fingerprint_of, trusted, unchanged
+from daemon.ingest.fingerprint import fingerprint_of, stat_key, stored_key, trusted, unchanged
 from daemon.ingest.index import FileIndex
 from daemon.ingest.state import IngestStats
 from daemon.skips import vanished
@@ -26,12 +26,9 @@ class Documents(FileIndex):
 
     def _whole_file(self, info: FileInfo, source: str | None, observed: bool) -> IngestStats:
         stats = IngestStats()
-        if self._unchanged is not None and info.path in self._unchanged:  # a scan: its rows were read in one go
-            self.unreadable.read(info.path)
-            return stats
         row = self._row(info.path)
         canonical = None if info.path == info.canonical else info.canonical
-        if self._unchanged is None and unchanged(row, info, canonical):
+        if self._unchanged is None and unchanged(row, info, canonical):  # a scan has told its unchanged files apart
             self.unreadable.read(info.path)
             return stats
         try:
@@ -73,16 +70,16 @@ class Documents(FileIndex):
         return stats
 
     def _unchanged_paths(self, entries: list[FileInfo]) -> set[str]:
-        """The paths of a scan's ``entries`` (in path order) that their rows say are unchanged: one read of the index
-        in path order beside them, instead of a query per file."""
+        """The paths of a scan's ``entries`` read whole (in path order) that their rows say are unchanged: one read of
+        the index in path order beside them, instead of a query per file."""
         found: set[str] = set()
-        rows = self.store.index_rows_in_order()
+        rows = self.store.stats_in_order()
         row = next(rows, None)
         for info in entries:
-            while row is not None and row.path < info.path:
+            while row is not None and row[0] < info.path:
                 row = next(rows, None)
-            if row is not None and row.path == info.path and \
-                    unchanged(row, info, None if info.path == info.canonical else info.canonical):
+            if row is not None and row[0] == info.path and stored_key(row) == stat_key(
+                    info, None if info.path == info.canonical else info.canonical):
                 found.add(info.path)
         for _ in rows:  # read to the end: no statement left open
             pass

@@ -56,11 +56,17 @@ class Ingester(Documents, LogTailing):
                     self.store.put_links(tree.links)
                 self._links = links
             entries = named_entries(tree.files, links, self._globs())
-            self._logs = {e.canonical for e in entries if self.source_of(e.path) in LOGS}
-            self._unchanged = self._unchanged_paths(entries)
-            for info in entries:
+            sources = [self.source_of(e.path) for e in entries]
+            self._logs = {e.canonical for e, source in zip(entries, sources, strict=True) if source in LOGS}
+            self._unchanged = unchanged = self._unchanged_paths(
+                [e for e, source in zip(entries, sources, strict=True) if read_whole(source, e.path)])
+            for info, source in zip(entries, sources, strict=True):
                 seen.add(info.path)
-                stats.merge(self.ingest_file(info, observed=observed))
+                if info.path in unchanged:  # read whole, and as its row recorded it: nothing to read or write
+                    stats.files += 1
+                    unreadable.read(info.path)
+                else:
+                    stats.merge(self._ingest_as(info, source, observed))
             self._record_fingerprints()
             # Logs that vanished from their glob may have been rotated away: drain them. What a folder that cannot
             # be listed holds is not gone: it is neither drained nor deleted.
@@ -169,15 +175,23 @@ class Ingester(Documents, LogTailing):
 
     def ingest_file(self, info: FileInfo, *, observed: bool = False) -> IngestStats:
         """Index one file and ingest it as its source says."""
-        source = self.source_of(info.path)
+        return self._ingest_as(info, self.source_of(info.path), observed)
+
+    def _ingest_as(self, info: FileInfo, source: str | None, observed: bool) -> IngestStats:
         stats = IngestStats(files=1)
         if source in LOGS:
             self._logs.add(info.canonical)
             self._cursor(info.path)  # first: _tail reads it anyway, and a log with a cursor has its index row kept
             self._index(info, None, observed)
             stats.merge(self._tail(info.path, info))
-        elif source is not None or info.path.endswith(".md"):
+        elif read_whole(source, info.path):
             stats.merge(self._whole_file(info, source, observed))
         else:
             self._index(info, None, observed)
         return stats
+
+
+def read_whole(source: str | None, path: str) -> bool:
+    """Whether a file of ``source`` at ``path`` is read whole (a Markdown file, a report), not tailed or only indexed.
+    """
+    return source not in LOGS and (source is not None or path.endswith(".md"))

@@ -46,6 +46,11 @@ class IndexRow:
     fingerprint: Fingerprint | None = None
 
 
+#: A row of the file index as a scan compares it (:meth:`Store.stats_in_order`): path, live and hashed (not deleted, a
+#: sha), canonical, size, mtime_ns, then the fingerprint's ctime_ns, dev, ino and seen_ns (None before one is recorded).
+StoredStat = tuple[str, bool, str | None, int, int, int | None, int | None, int | None, int | None]
+
+
 EVENT_COLUMNS = (
     "path, generation, line, id, ts_us, agent, kind, thread, text, prompt, reason, alternatives, subject, corrects"
 )
