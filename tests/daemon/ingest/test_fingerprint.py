@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -22,8 +21,8 @@ from collectors.statedir import FileInfo
 from daemon.config import Config
 from daemon.ingest import Ingester
 from daemon.ingest.fingerprint import RACY_NS, fingerprint_of, trusted, unchanged
-from daemon.store import MIGRATIONS, Fingerprint, IndexRow, Store
-from tests.helpers import T0
+from daemon.store import Fingerprint, IndexRow, Store
+from tests.helpers import T0, store_as_of
 
 FILES = {
     "briefs/ted-1.md": "---\nagent: ted\nts: 2026-05-31T03:40:00Z\n---\nShip it; see findings/iris-1.md.\n",
@@ -149,17 +148,6 @@ def test_a_racy_read_that_finds_the_same_bytes_records_nothing(st: State) -> Non
     assert not [sql for sql in statements if sql.lstrip().upper().startswith(("UPDATE", "INSERT", "DELETE"))]
 
 
-def _raw_store_at_013(db: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    conn.execute("BEGIN")
-    names = [name for name, _ in MIGRATIONS]
-    for name, migration in MIGRATIONS[:names.index("013_ids_let_go") + 1]:
-        migration(conn)
-        conn.execute("INSERT INTO migrations VALUES (?, 'then')", (name,))
-    return conn
-
-
 def test_a_store_from_before_migration_014_is_read_once_then_not(st: State, tmp_path: Path) -> None:
     """Its rows hold no fingerprint: the first scan reads and hashes every file (finding them unchanged, it parses
     nothing again) and records them; the next reads none. Opened read-only before it is migrated, it reads."""
@@ -167,7 +155,7 @@ def test_a_store_from_before_migration_014_is_read_once_then_not(st: State, tmp_
     rows = st.store.index_rows()
     st.store.close()
     old = tmp_path / "old.db"
-    conn = _raw_store_at_013(old)
+    conn = store_as_of(old, "013_ids_let_go")
     for row in rows.values():
         conn.execute("INSERT INTO files VALUES (?, 0, NULL, ?, ?, ?, ?, NULL)",
                      (row.path, row.mtime_ns, row.size, row.sha, int(row.front_matter)))
