@@ -20,8 +20,9 @@ before, with the reason logged:
 * the file as it was written: a CRC-32 of everything after the header closes it (a byte changed inside a string would
   unpickle without complaint).
 
-The file is read at most once: it is deleted as it is loaded, or when it is refused, and written anew at the next
-clean shutdown. A daemon killed without one starts from the store.
+The file is used at most once: it is deleted once the store has been asked about it (:func:`accept`), used or
+refused, and written anew while running and at the next clean shutdown. A start reads it (:func:`read`) while the
+store is still being checked; a start the store stops (a damaged store) leaves it for the next start to judge.
 
 Pickle runs code named in the file it loads, so the cache is trusted only as far as the database is: it is written
 0600 by the daemon, and a file not owned by the daemon's user, or writable by anyone else, is refused (and left
