@@ -19,12 +19,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from collectors.records import EvalReport, Event, Label
 from collectors.rfc3339 import from_us, to_us
@@ -37,6 +37,9 @@ from scorers.live import HistoryEvicted, LiveModel
 from scorers.live.records import id_hash
 from scorers.progress import LabelTally
 from scorers.score import AgentResult, WindowResult, window_width
+
+if TYPE_CHECKING:  # modelcache imports LiveFeed from this module
+    from daemon.modelcache import CacheRead
 
 log = logging.getLogger("honestyd")
 
@@ -264,15 +267,20 @@ def sync_feed(feed: LiveFeed, reader: Store) -> tuple[EvalReport, ...]:
     return tuple(reader.evals())
 
 
-def load_feed(config: Config, cache: Path | None = None, at: datetime | None = None) -> LiveFeed:
+def load_feed(config: Config, cache: Path | None = None, at: datetime | None = None,
+              read: Future[CacheRead | None] | None = None) -> LiveFeed:
     """A model of the store, read on a connection of its own (ingest goes on meanwhile): from the model cache at
     ``cache`` when there is a usable one (the sync that follows applies what was committed since), else built (the
     records it would let go at its first evaluation, ``at`` or later, are left in the store: see LiveFeed.load).
+    ``read``: the cache's read already under way (:meth:`ModelKeeper.prefetch`), taken instead of ``cache``.
     """
     from daemon import modelcache  # imported here: modelcache imports LiveFeed from this module
 
     with Store.open(config.db_path, readonly=True) as reader:
-        feed = None if cache is None else modelcache.load(cache, config, reader, freeze=True)
+        if read is not None:
+            feed = modelcache.accept(read.result(), reader)
+        else:
+            feed = None if cache is None else modelcache.load(cache, config, reader, freeze=True)
         if feed is None:
             feed = LiveFeed(config)
             feed.load(reader, at)
@@ -314,6 +322,31 @@ class ModelKeeper:
         self.feed: LiveFeed | None = None
         #: A load started by :meth:`preload`, taken by the first :meth:`evaluate`.
         self._loading: asyncio.Future[LiveFeed] | None = None
+        #: The model cache's read started by :meth:`prefetch` (and the config it reads under), taken by preload.
+        self._read: tuple[Config, Future[CacheRead | None]] | None = None
+
+    def prefetch(self, config: Config) -> None:
+        """Start reading the model cache now, on a thread of its own: a start calls it once it holds the store's lock,
+        so the read (which needs nothing of the store) runs while the store's pages are checked and it is opened, and
+        :meth:`preload` asks the store about what was read. Nothing is written meanwhile: a damaged store still stops
+        the start first (the file is then left for the next start to judge)."""
+        from daemon import modelcache  # imported here: modelcache imports LiveFeed from this module
+
+        if self.feed is not None or self._loading is not None or self._read is not None or \
+                not config.daemon.model_cache:
+            return
+        path = modelcache.path_for(config.db_path)
+        done: Future[CacheRead | None] = Future()
+
+        def read() -> None:
+            try:
+                done.set_result(modelcache.read(path, config, freeze=True))
+            except BaseException as exc:  # taken by the load (see evaluate: a failed load is tried again)
+                done.set_exception(exc)
+
+        # A daemon thread: a start refused meanwhile (a damaged store) exits without waiting for the read to end.
+        threading.Thread(target=read, name="honestyd-cache-read", daemon=True).start()
+        self._read = (config, done)
 
     def preload(self, config: Config, clock: Callable[[], datetime]) -> None:
         """Start loading the model now, on the model's thread (from the model cache when there is a usable one): a
@@ -323,11 +356,14 @@ class ModelKeeper:
 
         if self.feed is None and self._loading is None:
             cache = modelcache.path_for(config.db_path) if config.daemon.model_cache else None
-            self._loading = asyncio.ensure_future(run_in(self.executor, load_feed, config, cache, clock()))
+            prefetched, self._read = self._read, None
+            read = prefetched[1] if prefetched is not None and prefetched[0] is config else None
+            self._loading = asyncio.ensure_future(run_in(self.executor, load_feed, config, cache, clock(), read))
 
     def drop(self) -> None:
         """Let go of the model and of a load under way (the store it reads is gone)."""
         self.feed = None
+        self._read = None
         if self._loading is not None:
             self._loading.cancel()  # what runs on the thread finishes; its result is not taken
             self._loading = None

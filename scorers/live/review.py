@@ -27,10 +27,12 @@ class Review(ModelState):
     def label_tally(self) -> dict[str, LabelTally]:
         """Per agent, the current labels on its decisions the model holds (those of the longest window and a day)."""
         labelled = []
+        winner, is_decision = self._winner.get, self._is_decision
         for decision_id, labels in self._labels.items():
-            d = self._winner.get(decision_id)
-            if isinstance(d, Event) and self._is_decision(d) and labels:
-                labelled.append((d.agent, current_labels(labels)))
+            d = winner(decision_id)
+            if isinstance(d, Event) and labels and is_decision(d):
+                # One label, the common case, is its reviewer's current one: no lookup (every evaluation tallies).
+                labelled.append((d.agent, labels if len(labels) == 1 else current_labels(labels)))
         return tally(labelled)
 
     def unlabelled_failures(self, width: timedelta) -> dict[str, int]:
