@@ -54,6 +54,9 @@ class Writer:
     started: float
     #: Seconds the model was held for the fork: the only pause scoring sees.
     paused: float
+    #: The feed written and its config at the fork: a stop compares them with the feed's then (CacheWrites.holds).
+    feed: LiveFeed
+    config: Config
 
 
 class CacheWrites:
@@ -66,6 +69,8 @@ class CacheWrites:
         self.written: int | None = None
         #: The last write's (seconds the model was held, seconds it took, bytes): for the log and the bench.
         self.last: tuple[float, float, int] | None = None
+        #: The last cache written: its writer and the file's (inode, size, mtime) right after (see :meth:`holds`).
+        self._on_disk: tuple[Writer, tuple[int, int, int]] | None = None
         self._reaped = threading.Event()
         #: Set by :meth:`stop`: a write ended by it is no failure.
         self._stopped = False
@@ -78,12 +83,13 @@ class CacheWrites:
         return min(kept)
 
     async def write(self, keeper: ModelKeeper, config: Config, reader: Store) -> bool:
-        """Write the model cache of ``keeper``'s evaluated model now, unless one is being written; True if written
-        (a failure is logged, never raised: the next write, or the stop's, tries again)."""
+        """Write the model cache of ``keeper``'s evaluated model now, unless one is being written or the last one
+        written still :meth:`holds` it; True if written (a failure is logged, never raised: the next write, or the
+        stop's, tries again)."""
         feed = keeper.feed
-        if feed is None or feed.at is None or self.writer is not None:
-            return False
         path = modelcache.path_for(config.db_path)
+        if feed is None or feed.at is None or self.writer is not None or self.holds(feed, path):
+            return False  # no model yet, a write under way, or the cache on disk is this model already
         try:
             writer = await run_in(keeper.executor, _start_for, feed, path, reader)
         except OSError as exc:  # no memory or no process left to fork
@@ -110,11 +116,25 @@ class CacheWrites:
                 log.warning("model cache %s not written: %s", path, why)
             return False
         self.written = writer.marks[3]
+        with contextlib.suppress(OSError):
+            self._on_disk = (writer, _identity(path))
         took = time.monotonic() - writer.started
         self.last = (writer.paused, took, size)
         log.info("model cache %s written: %.1f MB in %.1f s by a forked writer (the model held %.1f ms)", path,
                  size / 1e6, took, writer.paused * 1e3)
         return True
+
+    def holds(self, feed: LiveFeed, path: Path) -> bool:
+        """True if ``path`` is still the cache this run last wrote, of ``feed`` with its marks and config as they are
+        now: the model has applied nothing since, so writing it again at a stop would give the next start no more."""
+        if self._on_disk is None:
+            return False
+        writer, identity = self._on_disk
+        try:
+            same_file = _identity(path) == identity
+        except OSError:
+            return False
+        return same_file and writer.feed is feed and writer.marks == feed.marks and writer.config == feed.config
 
     async def stop(self) -> None:
         """End a write under way and wait until its child is reaped (a clean stop then writes the cache itself)."""
@@ -143,8 +163,15 @@ def start(feed: LiveFeed, path: Path, store_id: str) -> Writer:
         if pid == 0:
             _child(feed, marks, path, store_id, write_end, os.getppid())
         paused = time.perf_counter() - forked
+        config = feed.config
     os.close(write_end)
-    return Writer(pid, marks, read_end, started, paused)
+    return Writer(pid, marks, read_end, started, paused, feed, config)
+
+
+def _identity(path: Path) -> tuple[int, int, int]:
+    """What tells one written file from another at ``path``: (inode, size, mtime)."""
+    st = os.stat(path)
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def wait(writer: Writer) -> tuple[int | None, str]:

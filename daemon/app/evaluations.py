@@ -124,6 +124,10 @@ class Evaluations(Chronicle):
             if self.cache_writes.written is not None:  # one written while running, of a store since found damaged or
                 modelcache.path_for(self._config.db_path).unlink(missing_ok=True)  # lost: no cache for the next start
             return
+        feed, path = self.keeper.feed, modelcache.path_for(self._config.db_path)
+        if feed is not None and self.cache_writes.holds(feed, path):  # nothing applied since the forked writer's
+            log.info("model cache %s not written again: the model is as the last write left it", path)
+            return
         await self.keeper.save(self._config, store, self.notifier.status)
 
 

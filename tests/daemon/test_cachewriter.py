@@ -78,3 +78,31 @@ def test_the_change_feed_is_kept_for_the_cache_on_disk_and_the_one_being_written
     loaded = modelcache.load(world.cache, CONFIG, world.store)
     assert loaded is not None and loaded.marks == keeper.feed.marks
     keeper.executor.shutdown()
+
+
+def test_a_cache_that_holds_the_model_as_it_is_is_not_written_again(world: World) -> None:
+    writes = cachewriter.CacheWrites()
+    keeper = ModelKeeper(ThreadPoolExecutor(1))
+    feed = keeper.feed = world.fed()
+    config = replace(CONFIG, db_path=world.tmp / "honestyd.db")
+    assert not writes.holds(feed, world.cache)  # nothing written by this run yet
+    assert asyncio.run(writes.write(keeper, config, world.store))
+    identity = world.cache.stat().st_ino, world.cache.stat().st_mtime_ns
+    world.fed(feed)  # evaluated again, nothing new applied
+    assert writes.holds(feed, world.cache)
+    assert not asyncio.run(writes.write(keeper, config, world.store))
+    assert (world.cache.stat().st_ino, world.cache.stat().st_mtime_ns) == identity
+    world.change_everything()
+    world.fed(feed)  # records applied: the marks moved
+    assert not writes.holds(feed, world.cache)
+    assert asyncio.run(writes.write(keeper, config, world.store))
+    assert writes.holds(feed, world.cache)
+    reweighted = replace(CONFIG, scoring=replace(CONFIG.scoring, min_decisions=CONFIG.scoring.min_decisions + 1))
+    assert feed.adopt(reweighted)  # outcomes stay right, but a cache of the old config would be refused
+    assert not writes.holds(feed, world.cache)
+    feed.adopt(CONFIG)
+    assert writes.holds(feed, world.cache)
+    world.cache.write_bytes(world.cache.read_bytes())  # another file in its place
+    assert not writes.holds(feed, world.cache)
+    assert not writes.holds(world.fed(), world.cache)  # another model
+    keeper.executor.shutdown()

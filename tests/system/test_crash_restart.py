@@ -73,3 +73,34 @@ def test_a_daemon_sigkilled_after_a_periodic_write_restarts_from_the_cache(tmp_p
         assert not re.search(r"model cache \S+ loaded in", cold.logs())
         assert _scores(cold) == from_cache
         assert stop(cold)[0] == 0
+
+
+def test_a_model_unchanged_since_the_last_write_is_not_written_again(tmp_path: Path) -> None:
+    """A write a second: a line applied makes the next one; the stop after it finds the model as that write left it
+    and keeps the file (it used to pickle the whole model once more), which the next start loads. The periodic
+    write's skip is tests/daemon/test_cachewriter.py's."""
+    root = tmp_path / "state"
+    simulate(5, root, agents=3, days=2, start=START, events_per_day=60)
+    end = START + timedelta(days=2)
+    clock = tmp_path / "now.txt"
+    clock.write_text(format_ts(end))
+    config = write_config(tmp_path / "config.toml", rescore="1s")
+    config.write_text(config.read_text().replace("[daemon]\n", '[daemon]\ncache_every = "1s"\n', 1))
+    db = tmp_path / "honestyd.db"
+    cache = modelcache.path_for(db)
+    forked = re.compile(r"model cache \S+ written: .* by a forked writer")
+    with daemon(tmp_path, root, config=config, clock_file=clock, db=db) as d:
+        wait_for(lambda: forked.search(d.logs()), 20, "the cache written after the start's catch-up")
+        first = cache.stat().st_ino
+        with (root / "heartbeats" / "ada.jsonl").open("a") as f:
+            f.write(_line(1, end - timedelta(minutes=5)))
+        wait_for(lambda: len(forked.findall(d.logs())) == 2, 20, "a write once a line was applied")
+        second = cache.stat().st_ino
+        assert second != first
+        assert stop(d)[0] == 0
+        assert "not written again: the model is as the last write left it" in d.logs()
+    assert cache.stat().st_ino == second
+    with daemon(tmp_path, root, config=config, clock_file=clock, db=db) as warm:
+        assert re.search(r"model cache \S+ loaded in", warm.logs()), warm.logs()
+        assert "late-1" in warm.get("/v1/agents/ada/audit?window=24h")[1]
+        assert stop(warm)[0] == 0
