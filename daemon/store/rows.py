@@ -55,12 +55,16 @@ def event_rows(events: Iterable[Event]) -> tuple[list[EventRow], list[CitationRo
     """The rows :meth:`Store.add_events` inserts for ``events`` (ingest builds them once, while parsing)."""
     rows: list[EventRow] = []
     cites: list[CitationRow] = []
-    for e in events:
-        line = e.line or 0
-        rows.append((e.path, e.generation, line, e.id, to_us(e.ts), e.agent, e.kind, e.thread, e.text, e.prompt,
-                     e.reason, json_list(e.alternatives), json_list(e.subject), e.corrects))
-        if e.citations:  # most events cite nothing: no generator for those
-            cites.extend((e.path, e.generation, line, i, c.type, c.target) for i, c in enumerate(e.citations))
+    add = rows.append
+    dumps = json.dumps
+    # Unpacked rather than read by name, json_list written out: this runs once per line of every ingest.
+    for (event_id, ts, agent, kind, path, line, thread, text, citations, prompt, reason, alternatives, subject,
+         corrects, generation) in events:
+        line = line or 0
+        add((path, generation, line, event_id, to_us(ts), agent, kind, thread, text, prompt, reason,
+             dumps(alternatives) if alternatives else "[]", dumps(subject) if subject else "[]", corrects))
+        if citations:
+            cites.extend([(path, generation, line, i, c[0], c[1]) for i, c in enumerate(citations)])
     return rows, cites
 
 
