@@ -9,6 +9,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 from typing import NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
@@ -56,9 +57,11 @@ _ACTIONS_RUN = re.compile(r"/actions/runs/([0-9]{6,})(?![0-9])")
 # matches, in the same order (checked against the plain finditer by a differential property test), trying O(1) starts
 # per "#".
 _OWNER_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+_DIGITS = frozenset("0123456789")
 _LEAD_START = re.compile(_LEAD + r"[A-Za-z0-9]")
-# Where a form's "#" stands from its start: "pull request #", "issue #", "run #", "pr #".
-_WORD_OFFSETS = (13, 6, 4, 3)
+# Where a word form's "#" stands from its start, and its word: "pull request #", "issue #", "run #", "pr #" (no two
+# words end alike, so at most one can stand before a given " #").
+_WORD_OFFSETS = ((13, "pull request"), (6, "issue"), (4, "run"), (3, "pr"))
 
 
 def _repo_start(text: str, lo: int, h: int) -> int | None:
@@ -80,6 +83,25 @@ def _repo_start(text: str, lo: int, h: int) -> int | None:
     return m.start() if m else None
 
 
+def _form_at(text: str, lo: int, h: int) -> re.Match[str] | None:
+    """The match of ``_TEXT_FORMS`` that starts first in ``[lo, h]`` and uses the ``#`` at ``h``, if any.
+
+    Every form puts an ASCII digit right after its "#"; before it, a word form has " " and the OWNER/REPO form an
+    owner character, so at most one kind of start needs trying, and a word form only where its word stands (compared
+    lower-cased: a false likeness only costs a regex attempt, which then fails; none is missed).
+    """
+    if h + 1 >= len(text) or text[h + 1] not in _DIGITS or h == 0:
+        return None
+    if text[h - 1] == " ":
+        for k, word in _WORD_OFFSETS:
+            s = h - k
+            if s >= lo and text[s:h - 1].lower() == word:
+                return _TEXT_FORMS.match(text, s)
+        return None
+    repo = _repo_start(text, lo, h)
+    return None if repo is None else _TEXT_FORMS.match(text, repo)
+
+
 def _text_forms(text: str) -> Iterator[re.Match[str]]:
     """``_TEXT_FORMS.finditer(text)``, in linear time.
 
@@ -90,29 +112,22 @@ def _text_forms(text: str) -> Iterator[re.Match[str]]:
     prev = -1
     h = text.find("#")
     while h >= 0:
-        lo = max(pos, prev + 1)
-        starts = {h - k for k in _WORD_OFFSETS if h - k >= lo}
-        repo = _repo_start(text, lo, h)
-        if repo is not None:
-            starts.add(repo)
-        for s in sorted(starts):
-            m = _TEXT_FORMS.match(text, s)
-            if m is not None:
-                yield m
-                pos = m.end()
-                break
+        m = _form_at(text, max(pos, prev + 1), h)
+        if m is not None:
+            yield m
+            pos = m.end()
         prev = h
         h = text.find("#", h + 1)
 
 
 def _form_citation(m: re.Match[str], repo: str) -> Citation:
-    groups = m.groupdict()
-    run = groups.get("run") or groups.get("run2")
-    if run:
-        return Citation(RUN, f"run:{run}")
-    if groups.get("num"):
-        return Citation(ISSUE, f"{repo}#{groups['num']}".lower())
-    return Citation(ISSUE, f"{groups['owner']}/{groups['repo']}#{groups['rnum']}".lower())
+    # The last group a form's match closed names the form (a run, an issue of ``repo``, OWNER/REPO#N).
+    last = m.lastgroup
+    if last == "run" or last == "run2":
+        return Citation(RUN, "run:" + m[last])
+    if last == "num":
+        return Citation(ISSUE, f"{repo}#{m['num']}".lower())
+    return Citation(ISSUE, f"{m['owner']}/{m['repo']}#{m['rnum']}".lower())
 
 
 def normalise_url(target: str) -> str:
@@ -145,17 +160,14 @@ def path_never_exists(target: str) -> bool:
     return target.startswith("..") or target.startswith("/")
 
 
-def _url_citations(target: str) -> list[Citation]:
-    normalised = normalise_url(target)
-    found = [Citation(URL, normalised)]
+def _url_citations(target: str) -> tuple[Citation, ...]:
+    url = Citation(URL, normalise_url(target))
     try:
         path = urlsplit(target).path
     except ValueError:
         path = ""
     m = _ACTIONS_RUN.search(path)
-    if m:
-        found.append(Citation(RUN, f"run:{m.group(1)}"))
-    return found
+    return (url, Citation(RUN, f"run:{m.group(1)}")) if m else (url,)
 
 
 def classify(target: str, repo: str) -> list[Citation]:
@@ -163,16 +175,34 @@ def classify(target: str, repo: str) -> list[Citation]:
 
     Returns an empty list for an empty target; a url naming ``/actions/runs/ID`` gives two.
     """
+    return list(_classified(target, repo))
+
+
+#: Targets up to this long are remembered once classified (a fleet cites the same runbooks and paths all day); a
+#: longer one is classified afresh, so the memory held stays bounded whatever the lines hold.
+_REMEMBERED_CHARS = 300
+
+
+def _classified(target: str, repo: str) -> tuple[Citation, ...]:
+    """:func:`classify`'s answer as a tuple, remembered for short targets."""
+    return _classify_remembered(target, repo) if len(target) <= _REMEMBERED_CHARS else _classify(target, repo)
+
+
+def _classify(target: str, repo: str) -> tuple[Citation, ...]:
     target = target.strip()
     if not target:
-        return []
+        return ()
     lowered = target.lower()
     if lowered.startswith(("http://", "https://")) or _SCHEME.match(target):
         return _url_citations(target)
     m = _WHOLE_FORM.fullmatch(target)
     if m:
-        return [_form_citation(m, repo)]
-    return [Citation(PATH, normalise_path(target))]
+        return (_form_citation(m, repo),)
+    return (Citation(PATH, normalise_path(target)),)
+
+
+_classify_remembered = lru_cache(maxsize=4096)(_classify)
+_url_remembered = lru_cache(maxsize=4096)(_url_citations)
 
 
 def _link_target_ok(target: str) -> bool:
@@ -184,9 +214,11 @@ def extract(text: str, entries: Iterable[str], repo: str) -> tuple[Citation, ...
 
     De-duplicated by (type, target), first appearance kept.
     """
+    if not entries and "#" not in text and "[" not in text and "://" not in text:
+        return ()  # every form needs one of these markers: most prose cites nothing (ingest's hot path)
     found: list[Citation] = []
     for entry in entries:
-        found.extend(classify(entry, repo))
+        found.extend(_classified(entry, repo))
     # Each form needs its marker ("[", "://", "#"): prose without them skips that regex (ingest's hot path).
     bracket = "[" in text
     # A tag ends with "]": none can start after the last one, so the tag regex only sees the text up to it
@@ -194,17 +226,17 @@ def extract(text: str, entries: Iterable[str], repo: str) -> tuple[Citation, ...
     close = text.rfind("]") + 1
     if bracket:
         for m in _TAG.finditer(text, 0, close):
-            found.extend(classify(m.group(1), repo))
+            found.extend(_classified(m.group(1), repo))
         for m in _LINK.finditer(text):
             if _link_target_ok(m.group(2)):
-                found.extend(classify(m.group(2), repo))
+                found.extend(_classified(m.group(2), repo))
     if "://" in text:
         # Bare URLs are looked for only outside tags and links, so a link's target is not counted twice.
         untagged = _TAG.sub("", text[:close]) + text[close:] if bracket else text
         for m in _BARE_URL.finditer(_LINK.sub("", untagged) if bracket else text):
             url = m.group(0).rstrip(_URL_TRAILING)
             if url:
-                found.extend(_url_citations(url))
+                found.extend(_url_remembered(url) if len(url) <= _REMEMBERED_CHARS else _url_citations(url))
     if "#" in text:
         # Run and issue forms count anywhere, link labels and tag targets included (linear: see _text_forms).
         for m in _text_forms(text):

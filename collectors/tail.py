@@ -11,7 +11,7 @@ import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from collectors.jsonl import MAX_LINE_BYTES
 from collectors.safeopen import open_regular
@@ -107,9 +107,12 @@ def find_rotated(directory: str, cursor: Cursor) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class RawLine:
-    """One complete line: ``data`` without its newline, None when it exceeds the size limit."""
+class RawLine(NamedTuple):
+    """One complete line: ``data`` without its newline, None when it exceeds the size limit.
+
+    A NamedTuple, not a frozen dataclass: one is made per line tailed, and a frozen dataclass's ``__init__`` sets
+    each field through ``object.__setattr__``.
+    """
 
     end: int
     data: bytes | None

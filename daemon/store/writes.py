@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from functools import cache
+from itertools import chain
 from typing import Any
 
 from collectors.records import CheckResult, DayCounts, EvalReport, Event, Label, Reject
@@ -17,6 +19,16 @@ from collectors.tail import Cursor
 from daemon.config import COMPONENTS
 from daemon.store.queries import Queries
 from daemon.store.rows import COPYABLE, EVENT_COLUMNS, CitationRow, EventRow, Fingerprint, IndexRow, event_rows
+
+#: Bound values per statement: SQLite before 3.32 allows 999 (SQLITE_MAX_VARIABLE_NUMBER); larger chunks win nothing.
+_MAX_VARIABLES = 999
+
+
+
+@cache
+def _many_rows(head: str, width: int, count: int) -> str:
+    """``head`` followed by ``count`` groups of ``width`` placeholders."""
+    return head + ",".join(["(" + ",".join("?" * width) + ")"] * count)
 
 
 class Writes(Queries):
@@ -43,14 +55,25 @@ class Writes(Queries):
 
     def add_event_rows(self, rows: Sequence[EventRow], citation_rows: Sequence[CitationRow]) -> int:
         """:meth:`add_events` for rows already built by :func:`event_rows`."""
-        cur = self.conn.executemany(
-            f"INSERT OR IGNORE INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows
-        )
-        self.conn.executemany(
-            "INSERT OR IGNORE INTO citations (path, generation, line, seq, type, target) VALUES (?,?,?,?,?,?)",
-            citation_rows,
-        )
-        return max(cur.rowcount, 0)
+        added = self._insert_rows(f"INSERT OR IGNORE INTO events ({EVENT_COLUMNS}) VALUES ", 14, rows)
+        self._insert_rows("INSERT OR IGNORE INTO citations (path, generation, line, seq, type, target) VALUES ", 6,
+                          citation_rows)
+        return added
+
+    def _insert_rows(self, head: str, width: int, rows: Sequence[Sequence[Any]]) -> int:
+        """``head`` (an INSERT up to ``VALUES``) for each of ``rows`` (``width`` values each), in order, as few
+        statements of many rows each; returns how many rows SQLite added.
+
+        One statement per row (executemany) costs a step, a reset and a rebind per row through the sqlite3 module; a
+        statement of many rows pays that once per chunk (the saving is in docs/performance.md, issue 25).
+        """
+        per = _MAX_VARIABLES // width
+        added = 0
+        for start in range(0, len(rows), per):
+            chunk = rows[start:start + per]
+            cur = self.conn.execute(_many_rows(head, width, len(chunk)), list(chain.from_iterable(chunk)))
+            added += max(cur.rowcount, 0)
+        return added
 
     def add_labels(self, labels: Iterable[Label]) -> int:
         """Insert labels; replays are ignored."""

@@ -21,8 +21,9 @@ Every target runs derandomized (the same examples on every run; no example datab
 
     parse_event bytes 3000, parse_event objects 700, parse_event escapes 400, parse_event nesting 60,
     load_object vs json.loads 1500, parse_label bytes 1500, parse_label objects 500, front matter text 1500,
-    parse_markdown bytes 1000, citations.extract 1500, citations differential 2500, config_from_dict 500,
-    label bodies 302, parse_eval 700, parse_ts text 1200, parse_ts near-valid 3000, parse_ts Z vs +00:00 1500
+    parse_markdown bytes 1000, citations.extract 1500, citations differential 2500, citations differential, entries
+    2500, config_from_dict 500, label bodies 302, parse_eval 700, parse_ts text 1200, parse_ts near-valid 3000,
+    parse_ts Z vs +00:00 1500
     (+ 24 fixed 100 KB adversarial timing inputs, 2 at 1 MiB, 9 edge lines, 5 edge reports).
 
 An earlier, larger run (parse_event objects 2000, config_from_dict 2000, parse_eval 2000, citations differential
@@ -305,26 +306,40 @@ CIT_TOKENS = ["[", "]", "(", ")", "](", "[source:", "#", "/", ".", "-", "_", " "
 CIT_TEXT = st.one_of(st.text(max_size=120), st.lists(st.sampled_from(CIT_TOKENS), max_size=40).map("".join))
 
 
+def reference_form(m: re.Match[str], repo: str) -> cit.Citation:
+    """The citation of a form's match, read from all its groups (as before issue 25)."""
+    groups = m.groupdict()
+    run = groups.get("run") or groups.get("run2")
+    if run:
+        return cit.Citation(cit.RUN, f"run:{run}")
+    if groups.get("num"):
+        return cit.Citation(cit.ISSUE, f"{repo}#{groups['num']}".lower())
+    return cit.Citation(cit.ISSUE, f"{groups['owner']}/{groups['repo']}#{groups['rnum']}".lower())
+
+
+def reference_classify(target: str, repo: str) -> list[cit.Citation]:
+    """``classify`` with no memory of earlier targets, every form read by :func:`reference_form`."""
+    m = cit._WHOLE_FORM.fullmatch(target.strip())
+    return [reference_form(m, repo)] if m else list(cit._classify(target, repo))
+
+
 def reference_extract(text: str, entries: tuple[str, ...], repo: str) -> tuple[cit.Citation, ...]:
-    """``citations.extract`` as it was before the linear-time fix: the plain regex scans (quadratic, fine here)."""
+    """``citations.extract`` as it was before the linear-time fix: the plain regex scans (quadratic, fine here), every
+    text scanned for every form whatever markers it holds, nothing remembered."""
     found: list[cit.Citation] = []
     for entry in entries:
-        found.extend(cit.classify(entry, repo))
-    bracket = "[" in text
-    if bracket:
-        for m in cit._TAG.finditer(text):
-            found.extend(cit.classify(m.group(1), repo))
-        for m in cit._LINK.finditer(text):
-            if cit._link_target_ok(m.group(2)):
-                found.extend(cit.classify(m.group(2), repo))
-    if "://" in text:
-        for m in cit._BARE_URL.finditer(cit._LINK.sub("", cit._TAG.sub("", text)) if bracket else text):
-            url = m.group(0).rstrip(cit._URL_TRAILING)
-            if url:
-                found.extend(cit._url_citations(url))
-    if "#" in text:
-        for m in cit._TEXT_FORMS.finditer(text):
-            found.append(cit._form_citation(m, repo))
+        found.extend(reference_classify(entry, repo))
+    for m in cit._TAG.finditer(text):
+        found.extend(reference_classify(m.group(1), repo))
+    for m in cit._LINK.finditer(text):
+        if cit._link_target_ok(m.group(2)):
+            found.extend(reference_classify(m.group(2), repo))
+    for m in cit._BARE_URL.finditer(cit._LINK.sub("", cit._TAG.sub("", text))):
+        url = m.group(0).rstrip(cit._URL_TRAILING)
+        if url:
+            found.extend(cit._url_citations(url))
+    for m in cit._TEXT_FORMS.finditer(text):
+        found.append(reference_form(m, repo))
     return tuple(dict.fromkeys(found))
 
 
@@ -348,6 +363,33 @@ def test_citations_extract_equals_the_regex_reference(text: str, repo: str) -> N
     """The linear-time scanning finds exactly what the plain regexes find, in the same order."""
     COUNTS["citations differential"] += 1
     assert cit.extract(text, (), repo) == reference_extract(text, (), repo)
+
+
+@fuzz(2500)
+@given(text=CIT_TEXT, entries=st.lists(CIT_TEXT, max_size=3).map(tuple), repo=st.sampled_from(["", "acme/app", "A/B"]),
+       twice=st.booleans())
+def test_citations_extract_with_entries_equals_the_regex_reference(text: str, entries: tuple[str, ...], repo: str,
+                                                                   twice: bool) -> None:
+    """Issue 25's shortcuts (no markers: nothing to scan; a "#" tried only where a form can use it; short targets
+    classified once and remembered) find what the plain regexes find, entries included, asked once or again."""
+    COUNTS["citations differential, entries"] += 1
+    if twice:
+        cit.extract(text, entries, repo)  # the second answer comes from what the first remembered
+    assert cit.extract(text, entries, repo) == reference_extract(text, entries, repo)
+
+
+def test_citation_targets_too_long_to_remember_are_not_kept() -> None:
+    """What is remembered stays small whatever the lines hold: a long target is classified afresh each time."""
+    def remembered() -> tuple[int, int]:
+        return cit._classify_remembered.cache_info().currsize, cit._url_remembered.cache_info().currsize
+
+    cit._classify_remembered.cache_clear()
+    cit._url_remembered.cache_clear()
+    long_path = "docs/" + "a" * 100_000 + ".md"
+    assert cit.extract("see https://h.example/" + "c" * 100_000, (long_path,), "acme/app")[0].target == long_path
+    assert remembered() == (0, 0)
+    cit.extract("see https://h.example/short", ("docs/short.md",), "acme/app")
+    assert remembered() == (1, 1)
 
 
 ADVERSARIAL = {
