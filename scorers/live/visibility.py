@@ -11,6 +11,7 @@ import heapq
 from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 
+from collectors.citations import Citation
 from collectors.records import CheckResult, Event, Label, Order
 from scorers.live.base import DAWN, ModelState
 from scorers.live.records import Record, Stub, order_of, reduce_text
@@ -119,17 +120,28 @@ class Visibility(ModelState):
             text=share(text, text), agent=share(e.agent, e.agent), kind=share(e.kind, e.kind),
             line=share(e.line, e.line), path=share(e.path, e.path), thread=share(e.thread, e.thread),
             prompt=share(e.prompt, e.prompt), reason=share(e.reason, e.reason),
-            citations=share(e.citations, e.citations), alternatives=share(e.alternatives, e.alternatives),
+            citations=self._share_citations(e.citations), alternatives=share(e.alternatives, e.alternatives),
             subject=share(e.subject, e.subject),
         )
 
+    def _share_citations(self, citations: tuple[Citation, ...]) -> tuple[Citation, ...]:
+        """``citations`` held once, and each citation in them held once: most decisions cite sources other decisions
+        cite too, in another combination."""
+        if not citations:
+            return citations
+        share = self._shared.setdefault
+        # Keyed apart: a citation equals the plain tuple of its two strings (a decision's subject could be one).
+        shared = tuple(share(("citation", c), c) for c in citations)
+        return share(shared, shared)
+
     def _slim_label(self, label: Label) -> Label:
-        """``label`` with its reviewer and file shared, and its decision id the decision's own string when the model
-        holds the decision (a rebuild adds every label again once the decisions are in)."""
+        """``label`` with its value, reviewer, file and line number shared, and its decision id the decision's own
+        string when the model holds the decision (a rebuild adds every label again once the decisions are in)."""
         share = self._shared.setdefault
         known = self._winner.get(label.decision)
         return label._replace(decision=label.decision if known is None else known.id,
-                              reviewer=share(label.reviewer, label.reviewer), path=share(label.path, label.path))
+                              value=share(label.value, label.value), reviewer=share(label.reviewer, label.reviewer),
+                              path=share(label.path, label.path), line=share(label.line, label.line))
 
     def _arrive(self, e: Record) -> None:
         if self._fresh:

@@ -541,6 +541,22 @@ def test_only_the_touched_agent_is_re_evaluated() -> None:
     assert after["24h"].agents["agent3"].decisions == 51
 
 
+def test_values_repeated_across_records_are_held_once() -> None:
+    """A source cited by several decisions in different combinations is one object in the model, and so are the
+    labels' equal values and line numbers (each record arrives with strings and ints of its own, as from a parser)."""
+    model = LiveModel(CFG)
+    model.add_events([ev("a", _at(-5), text="see [source:docs/a.md] and Issue #4", line=1),
+                      ev("b", _at(-4), text="see [source:docs/a.md]", line=2)])
+    model.add_labels([Label(_at(-3), "a", "".join(["do", "wn"]), "rev1", "labels/r.jsonl", int("7000")),
+                      Label(_at(-2), "b", "".join(["do", "wn"]), "rev2", "labels/s.jsonl", int("7000"))])
+    model.evaluate(T0)
+    held = {r.id: r for r in model.records()}
+    cited = [next(c for c in held[d].citations if c.type == "path") for d in ("a", "b")]
+    assert cited[0] == cited[1] and cited[0] is cited[1]
+    (la,), (lb,) = model.visible_labels("a"), model.visible_labels("b")
+    assert la.value is lb.value and la.line is lb.line
+
+
 def _e(id: str, m: int, text: str = "All good.", line: int = 0, **fields: Any) -> Event:
     return ev(id, _at(m), text=text, line=line or 100 + abs(hash(id)) % 10**6, path="heartbeats/h.jsonl", **fields)
 
