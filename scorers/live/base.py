@@ -75,7 +75,9 @@ class ModelState:
         self._loaded: list[Record] = []  # arrived before the first evaluation, in no order
         self._removed: ById[Record] = ById()  # hidden events removed before they became visible
         self._documents: dict[str, list[Event]] = {}
-        self._labels: defaultdict[str, list[Label]] = defaultdict(list)
+        #: The visible labels on each labelled decision id, in arrival order: a tuple while there are few (most
+        #: decisions carry one; a list of one costs twice its tuple), a list past that (appending to a tuple copies it).
+        self._labels: dict[str, tuple[Label, ...] | list[Label]] = {}
         #: The ids in _labels that no record held here carries, and how many visible labels are on them: labels on a
         #: decision honestyd never saw (a typo, another system's id), kept as the store keeps them and counted.
         self._orphans: set[str] = set()

@@ -17,6 +17,8 @@ from scorers.live.base import DAWN, ModelState
 from scorers.live.records import Record, Stub, order_of, reduce_text
 from scorers.lookups import take_check
 
+#: Labels on one decision id held as a tuple up to this many, then as a list.
+FEW_LABELS = 8
 #: What the store holds under some ids: every event with one of them, every label on one of them.
 Lookup = Callable[[Collection[str]], tuple[list[Event], list[Label]]]
 
@@ -132,16 +134,18 @@ class Visibility(ModelState):
         share = self._shared.setdefault
         # Keyed apart: a citation equals the plain tuple of its two strings (a decision's subject could be one).
         shared = tuple(share(("citation", c), c) for c in citations)
-        return share(shared, shared)
+        found: tuple[Citation, ...] = share(shared, shared)
+        return found
 
     def _slim_label(self, label: Label) -> Label:
-        """``label`` with its value, reviewer, file and line number shared, and its decision id the decision's own
-        string when the model holds the decision (a rebuild adds every label again once the decisions are in)."""
+        """``label`` with its value, reviewer and file shared, and its decision id the decision's own string when the
+        model holds the decision (a rebuild adds every label again once the decisions are in). Not its line number:
+        a reviewer's labels mostly come from one file, so each has a number of its own."""
         share = self._shared.setdefault
         known = self._winner.get(label.decision)
         return label._replace(decision=label.decision if known is None else known.id,
                               value=share(label.value, label.value), reviewer=share(label.reviewer, label.reviewer),
-                              path=share(label.path, label.path), line=share(label.line, label.line))
+                              path=share(label.path, label.path))
 
     def _arrive(self, e: Record) -> None:
         if self._fresh:
@@ -244,10 +248,22 @@ class Visibility(ModelState):
         ask = self.let_go_elsewhere
         return ask is not None and self.evicted_to > DAWN and ask(record_id, self.evicted_to)
 
+    def _file_label(self, label: Label) -> None:
+        """Add a visible label to its decision id's labels (see ``_labels``)."""
+        held = self._labels.get(label.decision)
+        if held is None:
+            self._labels[label.decision] = (label,)
+        elif isinstance(held, list):
+            held.append(label)
+        elif len(held) < FEW_LABELS:
+            self._labels[label.decision] = (*held, label)
+        else:
+            self._labels[label.decision] = [*held, label]
+
     def _show_label(self, label: Label) -> None:
         if self._let_go(label.decision):
             return  # waited hidden while its decision was let go
-        self._labels[label.decision].append(label)
+        self._file_label(label)
         d = self._winner.get(label.decision)
         if d is None:
             self._orphans.add(label.decision)
