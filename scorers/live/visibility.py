@@ -14,7 +14,7 @@ from datetime import datetime
 from collectors.citations import Citation
 from collectors.records import CheckResult, Event, Label, Order
 from scorers.live.base import DAWN, ModelState
-from scorers.live.records import Record, Stub, order_of, reduce_text
+from scorers.live.records import Record, Stub, order_of, pack, reduce_text
 from scorers.lookups import take_check
 
 #: Labels on one decision id held as a tuple up to this many, then as a list.
@@ -110,21 +110,20 @@ class Visibility(ModelState):
         self._touch_citing(shown)
 
     def _slim(self, e: Event) -> Record:
-        """``e`` with its text reduced to the phrases it matches and its repeated values shared; a stub when it is not
-        a decision (see :class:`Stub`: a state change is read only through its time)."""
+        """``e`` packed (see :class:`~scorers.live.records.Packed`) with its text reduced to the phrases it matches and
+        its repeated values shared; a stub when it is not a decision (see :class:`Stub`: a state change is read only
+        through its time)."""
         share = self._shared.setdefault
         if e.line is not None and e.kind not in self._decision_kinds:
             return Stub(e.id, e.ts, share(e.kind, e.kind), share(e.path, e.path), share(e.line, e.line),
                         e.generation)
         text = e.text if self._vocabulary is None else reduce_text(e.text, self._vocabulary)
+        shape = (share(text, text), share(e.prompt, e.prompt), share(e.reason, e.reason),
+                 share(e.alternatives, e.alternatives), share(e.subject, e.subject), e.corrects, e.generation)
         # Line numbers too: one int object per line number, not per event (most are above the small-int cache).
-        return e._replace(
-            text=share(text, text), agent=share(e.agent, e.agent), kind=share(e.kind, e.kind),
-            line=share(e.line, e.line), path=share(e.path, e.path), thread=share(e.thread, e.thread),
-            prompt=share(e.prompt, e.prompt), reason=share(e.reason, e.reason),
-            citations=self._share_citations(e.citations), alternatives=share(e.alternatives, e.alternatives),
-            subject=share(e.subject, e.subject),
-        )
+        return pack(e.id, e.ts, share(e.agent, e.agent), share(e.kind, e.kind), share(e.path, e.path),
+                    share(e.line, e.line), share(e.thread, e.thread), self._share_citations(e.citations),
+                    share(("shape", shape), shape))
 
     def _share_citations(self, citations: tuple[Citation, ...]) -> tuple[Citation, ...]:
         """``citations`` held once, and each citation in them held once: most decisions cite sources other decisions
