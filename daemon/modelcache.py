@@ -276,7 +276,10 @@ def pack_records(records: Iterable[Record]) -> tuple[list[Record], Iterator[Any]
     machine integers). Pickled record by record, each would leave its constructor's arguments and its time's in the
     pickler's memo until the end: twice the model's size while writing, and a fragmented heap after reading.
     """
+    records = list(records)
     groups: tuple[list[Record], ...] = tuple([r for r in records if type(r) is cls] for cls in RECORD_TYPES)
+    if sum(map(len, groups)) != len(records):  # a record of another class would be left out of the file
+        raise TypeError(f"the model holds records other than {', '.join(c.__name__ for c in RECORD_TYPES)}")
 
     def columns() -> Iterator[Any]:
         for group, names in zip(groups, _COLUMNS, strict=True):
