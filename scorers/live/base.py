@@ -18,6 +18,7 @@ from collectors.records import CheckResult, Event, Label
 from scorers.live.plan import Plan
 from scorers.live.records import SEPARATOR, ById, IdHashes, Record, Vocabulary
 from scorers.lookups import FileIndex, FileState
+from scorers.progress import LabelTally
 from scorers.rule import Rule
 from scorers.score import AgentResult
 from scorers.spec import ScoringConfig
@@ -82,6 +83,9 @@ class ModelState:
         #: decision honestyd never saw (a typo, another system's id), kept as the store keeps them and counted.
         self._orphans: set[str] = set()
         self.unmatched_labels = 0
+        #: The label tally as last computed (review.py); None once a label, or the record winning a labelled id,
+        #: changed: most evaluations follow events alone, and the tally walks every label held.
+        self._tally: dict[str, LabelTally] | None = None
         self._hidden_labels: list[tuple[datetime, int, Label]] = []
         self._all_checks: list[CheckResult] = []
         self._hidden_checks: list[tuple[datetime, int, CheckResult]] = []

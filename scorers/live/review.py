@@ -25,13 +25,16 @@ class Review(ModelState):
         return list(self._labels.get(decision_id, ()))
 
     def label_tally(self) -> dict[str, LabelTally]:
-        """Per agent, the current labels on its decisions the model holds (those of the longest window and a day)."""
-        labelled = []
-        for decision_id, labels in self._labels.items():
-            d = self._winner.get(decision_id)
-            if isinstance(d, Event) and self._is_decision(d) and labels:
-                labelled.append((d.agent, current_labels(labels)))
-        return tally(labelled)
+        """Per agent, the current labels on its decisions the model holds (those of the longest window and a day).
+        Made again only after a label, or the record winning a labelled id, changed (see ``_tally``)."""
+        if self._tally is None:
+            labelled = []
+            for decision_id, labels in self._labels.items():
+                d = self._winner.get(decision_id)
+                if isinstance(d, Event) and self._is_decision(d) and labels:
+                    labelled.append((d.agent, current_labels(labels)))
+            self._tally = tally(labelled)
+        return dict(self._tally)
 
     def unlabelled_failures(self, width: timedelta) -> dict[str, int]:
         """Per agent, its decisions in the window of ``width`` that fail a component and carry no label."""

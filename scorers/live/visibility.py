@@ -165,6 +165,7 @@ class Visibility(ModelState):
         winner = self._winner.get(e.id)
         if winner is None:
             self._winner[e.id] = e
+            self._relabelled(e.id)
             if self._orphans and e.id in self._orphans:  # the labels on this id find their record
                 self._orphans.discard(e.id)
                 self.unmatched_labels -= len(self._labels[e.id])
@@ -181,6 +182,7 @@ class Visibility(ModelState):
             self._unindex(winner)
             self._shadowed.setdefault(e.id, []).append(winner)
             self._winner[e.id] = e
+            self._relabelled(e.id)
             self._index(e)
         else:
             self._shadowed.setdefault(e.id, []).append(e)
@@ -189,6 +191,7 @@ class Visibility(ModelState):
         """A stored event was removed from the store (its Markdown file changed or went)."""
         if self._winner.get(e.id) is e:
             self._unindex(e)
+            self._relabelled(e.id)
             rest = self._shadowed.pop(e.id, [])
             if rest:
                 rest.sort(key=order_of)
@@ -247,8 +250,14 @@ class Visibility(ModelState):
         ask = self.let_go_elsewhere
         return ask is not None and self.evicted_to > DAWN and ask(record_id, self.evicted_to)
 
+    def _relabelled(self, record_id: str) -> None:
+        """The record winning ``record_id`` changed: the label tally is to be made again if labels are on it."""
+        if record_id in self._labels:
+            self._tally = None
+
     def _file_label(self, label: Label) -> None:
         """Add a visible label to its decision id's labels (see ``_labels``)."""
+        self._tally = None
         held = self._labels.get(label.decision)
         if held is None:
             self._labels[label.decision] = (label,)
