@@ -7,9 +7,11 @@ A file is routed by the first source glob that matches its path relative to the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 
-from collectors.statedir import glob_match
+from collectors.statedir import glob_regex
 
 #: Every source, in the order a path is matched against their globs: honestyd's own files first, so that no glob of the
 #: config (say heartbeats = "*/*.jsonl") reads them as another source.
@@ -37,7 +39,13 @@ class Globs:
 
 def source_of(globs: Globs, rel: str) -> str | None:
     """The source the relative path ``rel`` belongs to: the first of :data:`SOURCES` whose glob matches it."""
-    for name in SOURCES:
-        if glob_match(getattr(globs, name), rel):
-            return name
-    return None
+    found = _router(globs.all()).fullmatch(rel)
+    return found.lastgroup if found is not None else None
+
+
+@lru_cache(maxsize=16)
+def _router(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern for every source's glob, each its own named group, in the order of :data:`SOURCES`: a full match
+    takes the first alternative that matches the whole path, so one match routes a path (a scan routes every file)."""
+    return re.compile("|".join(f"(?P<{name}>{glob_regex(p).pattern})" for name, p in zip(SOURCES, patterns,
+                                                                                          strict=True)))

@@ -26,7 +26,8 @@ class FileInfo:
 
     ``path`` is the name it is read under; ``canonical`` the file's own path (relative to the resolved root, no
     symlink among its components), under which the file index holds it (spec 1, v2.3). They differ only for a name
-    that goes through a symlink.
+    that goes through a symlink. ``ctime_ns``: the inode's change time, which every write (and every ``utime``) sets
+    to now, so an edit that puts size and mtime back still shows (daemon/ingest/fingerprint.py).
     """
 
     path: str
@@ -36,6 +37,7 @@ class FileInfo:
     dev: int
     ino: int
     canonical: str
+    ctime_ns: int
 
     @property
     def mtime(self) -> datetime:
@@ -130,7 +132,7 @@ def stat_file(root: Path, rel: str, confinement: Confinement | None = None) -> F
         return None
     if not stat.S_ISREG(st.st_mode):
         return None
-    return FileInfo(rel, full, st.st_mtime_ns, st.st_size, st.st_dev, st.st_ino, own)
+    return FileInfo(rel, full, st.st_mtime_ns, st.st_size, st.st_dev, st.st_ino, own, st.st_ctime_ns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +184,8 @@ def walk_tree(root: Path, on_error: OnError | None = None) -> Tree:
                     visit(entry.path, rel)
                 elif entry.is_file(follow_symlinks=False):
                     st = entry.stat(follow_symlinks=False)
-                    found.append(FileInfo(rel, entry.path, st.st_mtime_ns, st.st_size, st.st_dev, st.st_ino, rel))
+                    found.append(FileInfo(rel, entry.path, st.st_mtime_ns, st.st_size, st.st_dev, st.st_ino, rel,
+                                          st.st_ctime_ns))
             except OSError as exc:
                 report(rel, exc)
                 continue

@@ -19,7 +19,9 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
 
 log = logging.getLogger("honestyd.gc")
 
@@ -27,6 +29,39 @@ log = logging.getLogger("honestyd.gc")
 FREEZE_EVERY = 5.0
 #: Seconds between two full sweeps of everything, frozen or not (what bounds the cyclic garbage freezing keeps).
 SWEEP_EVERY = 86_400.0
+
+
+@contextmanager
+def paused(*, freeze: bool) -> Iterator[None]:
+    """No garbage collection while millions of long-lived objects are made (each collection would walk them again, and
+    the oldest generation's walks all of them); with ``freeze``, everything made so far is frozen out of it afterwards,
+    else the next allocation would start a full collection walking them all once more. The collector is left as it
+    was found (a caller that had it off keeps it off).
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if freeze:
+            gc.freeze()
+        if was:
+            gc.enable()
+
+
+T = TypeVar("T")
+#: Records read between two freezes of :func:`frozen_as_read`: what a collection meanwhile walks at most.
+FREEZE_READ = 50_000
+
+
+def frozen_as_read(items: Iterable[T], every: int = FREEZE_READ) -> Iterator[T]:
+    """``items``, with everything the collector tracks frozen after each ``every`` of them: records kept as they are
+    read leave its walks in batches, while it goes on collecting the other threads' garbage (a pause would keep that
+    until the end: the start's scan runs beside the load)."""
+    for k, item in enumerate(items, 1):
+        yield item
+        if not k % every:
+            gc.freeze()
 
 
 class Freezer:

@@ -20,8 +20,9 @@ before, with the reason logged:
 * the file as it was written: a CRC-32 of everything after the header closes it (a byte changed inside a string would
   unpickle without complaint).
 
-The file is read at most once: it is deleted as it is loaded, or when it is refused, and written anew at the next
-clean shutdown. A daemon killed without one starts from the store.
+The file is used at most once: it is deleted once the store has been asked about it (:func:`accept`), used or
+refused, and written anew while running and at the next clean shutdown. A start reads it (:func:`read`) while the
+store is still being checked; a start the store stops (a damaged store) leaves it for the next start to judge.
 
 Pickle runs code named in the file it loads, so the cache is trusted only as far as the database is: it is written
 0600 by the daemon, and a file not owned by the daemon's user, or writable by anyone else, is refused (and left
@@ -33,7 +34,6 @@ from __future__ import annotations
 import bisect
 import copyreg
 import functools
-import gc
 import hashlib
 import itertools
 import json
@@ -47,13 +47,14 @@ import time
 import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime
 from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any, Protocol
 
 from collectors.rfc3339 import from_us_many, to_us
+from daemon import gcpolicy
 from daemon.config import Config
 from daemon.modelkeeper import LiveFeed, Marks
 from daemon.store import Store
@@ -143,6 +144,27 @@ def load(path: Path, config: Config, store: Store, *, freeze: bool = False) -> L
     when there is none or it cannot. The store is asked in one read transaction of its own.
     ``freeze``: leave every object made so far frozen out of the garbage collector, as the daemon wants after a load.
     """
+    return accept(read(path, config, freeze=freeze), store)
+
+
+@dataclass(frozen=True)
+class CacheRead:
+    """A cache file as :func:`read` found it, before the store is asked: the feed and what the header says of the
+    store it was written for, or why it cannot be used (``refused``)."""
+
+    path: Path
+    started: float  # time.monotonic() as the read began
+    feed: LiveFeed | None = None
+    store_id: object = None
+    marks: list[int] = field(default_factory=list)
+    top: int = 0
+    refused: str | None = None
+
+
+def read(path: Path, config: Config, *, freeze: bool = False) -> CacheRead | None:
+    """Read and check the cache at ``path`` in everything but the store (no connection needed: a start reads it while
+    the store is checked, see ModelKeeper.prefetch); None when there is none, or one not to touch (logged: left
+    where it is). Then :func:`accept` asks the store. ``freeze``: see :func:`load`."""
     started = time.monotonic()
     try:
         st = path.lstat()
@@ -152,44 +174,53 @@ def load(path: Path, config: Config, store: Store, *, freeze: bool = False) -> L
         log.warning("model cache %s not used: not a regular file of this user writable only by it", path)
         return None
     try:
-        found = _read(path, config, store, freeze)
+        return _read(path, config, freeze, started)
     except Exception as exc:  # a damaged file: whatever unpickling raises, the start goes on from the store
-        found = f"unreadable ({type(exc).__name__}: {exc})"
-    path.unlink(missing_ok=True)  # used or not, it is stale from here on
-    if isinstance(found, str):
-        log.info("model cache %s not used: %s; loading from the store", path, found)
+        return CacheRead(path, started, refused=f"unreadable ({type(exc).__name__}: {exc})")
+
+
+def accept(found: CacheRead | None, store: Store) -> LiveFeed | None:
+    """The feed :func:`read` found, if ``store`` can catch it up (asked in one read transaction); else None, the
+    reason logged. Used or not, the file is deleted: it is stale from here on."""
+    if found is None:
         return None
-    log.info("model cache %s loaded in %.1f s (marks %s)", path, time.monotonic() - started, found.marks)
-    return found
+    refused = found.refused
+    if refused is None:
+        with store.reading():  # one snapshot for every question asked of the store
+            refused = _store_refusal(store, found.store_id, found.marks, found.top)
+    found.path.unlink(missing_ok=True)
+    if refused is not None or found.feed is None:
+        log.info("model cache %s not used: %s; loading from the store", found.path, refused)
+        return None
+    log.info("model cache %s loaded in %.1f s (marks %s)", found.path, time.monotonic() - found.started,
+             found.feed.marks)
+    return found.feed
 
 
-def _read(path: Path, config: Config, store: Store, freeze: bool) -> LiveFeed | str:
-    """The cached feed, or why it cannot be used."""
+def _read(path: Path, config: Config, freeze: bool, started: float) -> CacheRead:
+    """The cached feed, or why it cannot be used (the store aside)."""
     with path.open("rb") as f:
         header = _header(f)
         if header is None:
-            return "not a model cache"
+            return CacheRead(path, started, refused="not a model cache")
         if header.get("format") != FORMAT or header.get("code") != code_hash():
-            return "written by another version of the code"
+            return CacheRead(path, started, refused="written by another version of the code")
         if header.get("scoring") != scoring_hash(config):  # known before unpickling it (equality is checked after)
-            return "the configuration the model reads has changed"
+            return CacheRead(path, started, refused="the configuration the model reads has changed")
         marks, top = header.get("marks"), header.get("heartbeat_top")
         if not isinstance(marks, list) or len(marks) != 4 or not isinstance(top, int) or not all(
                 isinstance(m, int) for m in marks):
-            return "not a model cache"
-        with store.reading():  # one snapshot for every question asked of the store
-            refused = _store_refusal(store, header.get("store"), marks, top)
-        if refused is not None:
-            return refused
+            return CacheRead(path, started, refused="not a model cache")
         summed = _Summed(f)
         feed = read_feed(summed, freeze=freeze)
         if f.readline(16) != b"%08x\n" % summed.crc:
-            return "damaged (its checksum does not match)"
+            return CacheRead(path, started, refused="damaged (its checksum does not match)")
     if not isinstance(feed, LiveFeed) or list(feed.marks) != marks or feed.heartbeat_top != top:
-        return "its contents do not match its header"
+        return CacheRead(path, started, refused="its contents do not match its header")
     if not feed.adopt(config):
-        return "the configuration the model reads has changed, or a longer window reaches records it let go"
-    return feed
+        return CacheRead(path, started, refused="the configuration the model reads has changed, or a longer window"
+                                                " reaches records it let go")
+    return CacheRead(path, started, feed, header.get("store"), marks, top)
 
 
 def _store_refusal(store: Store, store_id: object, marks: list[int], top: int) -> str | None:
@@ -377,8 +408,8 @@ def write_feed(f: _Writable, feed: LiveFeed) -> None:
 
 
 def read_feed(f: _Readable, *, freeze: bool = False) -> Any:
-    """What :func:`write_feed` wrote (no check whatever: see :func:`load`); ``freeze``: see _collector_paused."""
-    with _collector_paused(freeze=freeze):
+    """What :func:`write_feed` wrote (no check whatever: see :func:`load`); ``freeze``: see daemon.gcpolicy.paused."""
+    with gcpolicy.paused(freeze=freeze):
         records = unpack_records(iter(functools.partial(pickle.load, f), None))
         # Position i < n is record i, n + i its time (see _RecordPickler): a list's own lookup resolves a reference
         # without a call into Python, millions of them per load.
@@ -386,24 +417,6 @@ def read_feed(f: _Readable, *, freeze: bool = False) -> Any:
         unpickler = pickle.Unpickler(f)
         unpickler.persistent_load = targets.__getitem__  # type: ignore[method-assign]
         return unpickler.load()
-
-
-@contextmanager
-def _collector_paused(*, freeze: bool) -> Iterator[None]:
-    """No garbage collection while millions of long-lived objects are made (it would walk them again and again);
-    with ``freeze``, everything made so far is frozen out of it afterwards, as the daemon
-    does after any load (daemon/modelkeeper.py): else the next allocation would start a full collection walking them
-    all once more.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if freeze:
-            gc.freeze()
-        if was:
-            gc.enable()
 
 
 def _header(f: IO[bytes]) -> dict[str, Any] | None:

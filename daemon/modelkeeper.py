@@ -19,16 +19,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from collectors.records import EvalReport, Event, Label
 from collectors.rfc3339 import from_us, to_us
-from daemon import limits
+from daemon import gcpolicy, limits
 from daemon.config import Config
 from daemon.executors import run_in
 from daemon.limits import Exported, HeldBackLog
@@ -37,6 +37,9 @@ from scorers.live import HistoryEvicted, LiveModel
 from scorers.live.records import id_hash
 from scorers.progress import LabelTally
 from scorers.score import AgentResult, WindowResult, window_width
+
+if TYPE_CHECKING:  # modelcache imports LiveFeed from this module
+    from daemon.modelcache import CacheRead
 
 log = logging.getLogger("honestyd")
 
@@ -94,10 +97,12 @@ class LiveFeed:
             self.config = config
             return True
 
-    def load(self, store: Store, at: datetime | None = None) -> None:
+    def load(self, store: Store, at: datetime | None = None, *, freeze_every: int = gcpolicy.FREEZE_READ) -> None:
         """Read the store (use a connection of its own: this may take a while on a big store). ``at``: the time the
         model will first be evaluated at, or later; the records the model would let go then (see
-        :meth:`LiveModel.let_go`) stay in the store, only their ids are read."""
+        :meth:`LiveModel.let_go`) stay in the store, only their ids are read. The records are frozen out of the
+        collector as they are read, ``freeze_every`` at a time (each is kept: its collections would only walk them
+        again and again)."""
         with self._lock, store.reading():
             marks = store.feed_marks()
             horizon = None
@@ -108,9 +113,11 @@ class LiveFeed:
             # With a lookup, should an id read share its 64-bit hash with one let go. An id goes with all its
             # records: an old record whose id is also on a newer one is read (events_up_to's newer_than).
             lookup = functools.partial(_stored_under, store)
-            self.model.add_events((e for _, e in store.events_up_to(marks[0], newer_than=horizon)), lookup)
+            rows = store.events_up_to(marks[0], newer_than=horizon)
+            self.model.add_events(gcpolicy.frozen_as_read((e for _, e in rows), freeze_every), lookup)
             self._heartbeat_top = store.heartbeat_top(marks[0])
-            self.model.add_labels(label for rowid, label in store.labels_since(0) if rowid <= marks[1])
+            labels = (label for rowid, label in store.labels_since(0) if rowid <= marks[1])
+            self.model.add_labels(gcpolicy.frozen_as_read(labels, freeze_every))
             self.model.add_checks(c for c in store.checks_since(0) if c.seq <= marks[2])
             self.model.put_links(store.links())
             for path, entry in store.file_entries().items():
@@ -195,6 +202,8 @@ class LiveFeed:
         with self._lock, contextlib.ExitStack() as stack:
             if store is not None:  # each question a read of its own: a read transaction held would hold up COMMITs
                 stack.enter_context(self._asking(store))
+            if self.at is None:  # the first one indexes every record: no collections, and the indexes frozen after
+                stack.enter_context(gcpolicy.paused(freeze=True))
             windows = self.model.evaluate(at)
             self.at = at
             self.size = self.model.size()
@@ -258,15 +267,20 @@ def sync_feed(feed: LiveFeed, reader: Store) -> tuple[EvalReport, ...]:
     return tuple(reader.evals())
 
 
-def load_feed(config: Config, cache: Path | None = None, at: datetime | None = None) -> LiveFeed:
+def load_feed(config: Config, cache: Path | None = None, at: datetime | None = None,
+              read: Future[CacheRead | None] | None = None) -> LiveFeed:
     """A model of the store, read on a connection of its own (ingest goes on meanwhile): from the model cache at
     ``cache`` when there is a usable one (the sync that follows applies what was committed since), else built (the
     records it would let go at its first evaluation, ``at`` or later, are left in the store: see LiveFeed.load).
+    ``read``: the cache's read already under way (:meth:`ModelKeeper.prefetch`), taken instead of ``cache``.
     """
     from daemon import modelcache  # imported here: modelcache imports LiveFeed from this module
 
     with Store.open(config.db_path, readonly=True) as reader:
-        feed = None if cache is None else modelcache.load(cache, config, reader, freeze=True)
+        if read is not None:
+            feed = modelcache.accept(read.result(), reader)
+        else:
+            feed = None if cache is None else modelcache.load(cache, config, reader, freeze=True)
         if feed is None:
             feed = LiveFeed(config)
             feed.load(reader, at)
@@ -308,6 +322,31 @@ class ModelKeeper:
         self.feed: LiveFeed | None = None
         #: A load started by :meth:`preload`, taken by the first :meth:`evaluate`.
         self._loading: asyncio.Future[LiveFeed] | None = None
+        #: The model cache's read started by :meth:`prefetch` (and the config it reads under), taken by preload.
+        self._read: tuple[Config, Future[CacheRead | None]] | None = None
+
+    def prefetch(self, config: Config) -> None:
+        """Start reading the model cache now, on a thread of its own: a start calls it once it holds the store's lock,
+        so the read (which needs nothing of the store) runs while the store's pages are checked and it is opened, and
+        :meth:`preload` asks the store about what was read. Nothing is written meanwhile: a damaged store still stops
+        the start first (the file is then left for the next start to judge)."""
+        from daemon import modelcache  # imported here: modelcache imports LiveFeed from this module
+
+        if self.feed is not None or self._loading is not None or self._read is not None or \
+                not config.daemon.model_cache:
+            return
+        path = modelcache.path_for(config.db_path)
+        done: Future[CacheRead | None] = Future()
+
+        def read() -> None:
+            try:
+                done.set_result(modelcache.read(path, config, freeze=True))
+            except BaseException as exc:  # taken by the load (see evaluate: a failed load is tried again)
+                done.set_exception(exc)
+
+        # A daemon thread: a start refused meanwhile (a damaged store) exits without waiting for the read to end.
+        threading.Thread(target=read, name="honestyd-cache-read", daemon=True).start()
+        self._read = (config, done)
 
     def preload(self, config: Config, clock: Callable[[], datetime]) -> None:
         """Start loading the model now, on the model's thread (from the model cache when there is a usable one): a
@@ -317,11 +356,14 @@ class ModelKeeper:
 
         if self.feed is None and self._loading is None:
             cache = modelcache.path_for(config.db_path) if config.daemon.model_cache else None
-            self._loading = asyncio.ensure_future(run_in(self.executor, load_feed, config, cache, clock()))
+            prefetched, self._read = self._read, None
+            read = prefetched[1] if prefetched is not None and prefetched[0] is config else None
+            self._loading = asyncio.ensure_future(run_in(self.executor, load_feed, config, cache, clock(), read))
 
     def drop(self) -> None:
         """Let go of the model and of a load under way (the store it reads is gone)."""
         self.feed = None
+        self._read = None
         if self._loading is not None:
             self._loading.cancel()  # what runs on the thread finishes; its result is not taken
             self._loading = None

@@ -36,13 +36,19 @@ class LabelTally:
 
 def tally(labelled: Iterable[tuple[str, Sequence[Label]]]) -> dict[str, LabelTally]:
     """Per agent, from (agent, the current labels on one of its decisions) pairs: one per labelled decision."""
-    out: dict[str, LabelTally] = {}
+    counts: dict[str, list[int]] = {}  # ints, one tally made per agent: the daemon tallies at every evaluation
     for agent, labels in labelled:
         if not labels:
             continue
         up = sum(1 for lb in labels if lb.value == "up")
-        out[agent] = out.get(agent, LabelTally()) + LabelTally(1, up, len(labels) - up)
-    return out
+        found = counts.get(agent)
+        if found is None:
+            counts[agent] = [1, up, len(labels) - up]
+        else:
+            found[0] += 1
+            found[1] += up
+            found[2] += len(labels) - up
+    return {agent: LabelTally(*found) for agent, found in counts.items()}
 
 
 def overall(tallies: Mapping[str, LabelTally]) -> LabelTally:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from collectors.citations import extract
@@ -96,3 +98,18 @@ def review_entries(snapshot: Snapshot) -> list[Entry]:
     """The changelog entries of the reviews the opening rule opens at ``snapshot`` on an empty queue (a first start),
     the events written as lines and read back as the daemon reads them."""
     return list(changelog_entries(opened_reviews(snapshot)))
+
+
+def store_as_of(db: Path, last: str) -> sqlite3.Connection:
+    """A database at ``db`` as the version whose last migration was ``last`` left it, in an open transaction (commit
+    it once the test's old rows are in)."""
+    from daemon.store import MIGRATIONS
+
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    conn.execute("BEGIN")
+    names = [name for name, _ in MIGRATIONS]
+    for name, migration in MIGRATIONS[:names.index(last) + 1]:
+        migration(conn)
+        conn.execute("INSERT INTO migrations VALUES (?, 'then')", (name,))
+    return conn

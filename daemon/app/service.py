@@ -89,6 +89,7 @@ class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicl
                 self._listeners = lifecycle.bind_listeners(cfg.daemon.listen)
             self._store_lock = lifecycle.StoreLock.acquire(cfg.db_path)
             removed = lifecycle.remove_stale_temp(cfg.db_path)
+            self.keeper.prefetch(cfg)  # the model cache is read while the store is checked (nothing is written)
             self.notifier.status("starting: checking the store")
             await asyncio.to_thread(self._open_store)
         except StartupError as exc:

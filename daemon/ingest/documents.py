@@ -1,7 +1,8 @@
 """Markdown files (briefs, findings) and benchmark reports: read whole, and replaced in the store when they change.
 
-A file whose content hash, mtime and name are those stored is not parsed again; a changed one has its decision (or
-report, or reject) replaced in the same transaction as its index row.
+A file whose stat matches the fingerprint its index row recorded is not read at all (daemon/ingest/fingerprint.py);
+one whose content hash, mtime and name are those stored is not parsed again (its new fingerprint is recorded); a
+changed one has its decision (or report, or reject) replaced in the same transaction as its index row.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import hashlib
 from collectors.evals import parse_eval
 from collectors.markdown import decode, front_matter_ts, parse_markdown
 from collectors.records import Event, Label, Reject
-from collectors.safeopen import RefusedFile, read_regular
+from collectors.safeopen import RefusedFile
 from collectors.statedir import FileInfo
+from daemon.ingest.fingerprint import fingerprint_of, stat_key, stored_key, trusted, unchanged
 from daemon.ingest.index import FileIndex
 from daemon.ingest.state import IngestStats
 from daemon.skips import vanished
+from daemon.store import Fingerprint
 
 
 class Documents(FileIndex):
@@ -23,8 +26,13 @@ class Documents(FileIndex):
 
     def _whole_file(self, info: FileInfo, source: str | None, observed: bool) -> IngestStats:
         stats = IngestStats()
+        row = self._row(info.path)
+        canonical = None if info.path == info.canonical else info.canonical
+        if self._unchanged is None and unchanged(row, info, canonical):  # a scan has told its unchanged files apart
+            self.unreadable.read(info.path)
+            return stats
         try:
-            raw = read_regular(info.abspath)  # a FIFO or device swapped in since the walk is never read or waited on
+            raw = self.read(info.abspath)  # a FIFO or device swapped in since the walk is never read or waited on
         except RefusedFile:
             return stats  # not a regular file any more: the next pass sees what it is now
         except OSError as exc:
@@ -33,17 +41,18 @@ class Documents(FileIndex):
             return stats
         self.unreadable.read(info.path)
         sha = hashlib.sha256(raw).hexdigest()
+        fingerprint = fingerprint_of(info, self._stat_ns)
+        if row is not None and row.deleted is None and row.sha == sha and row.mtime_ns == info.mtime_ns and \
+                row.canonical == canonical:
+            if row.fingerprint is None or row.fingerprint[:3] != fingerprint[:3] or trusted(fingerprint):
+                self._note_fingerprint(info.path, sha, info, fingerprint)  # so that the next pass need not read it
+            return stats
         fm_created = None
         if info.path.endswith(".md"):
             text = decode(raw, info.path)
             fm_created = front_matter_ts(text) if isinstance(text, str) else None
-        row = self._row(info.path)
-        canonical = None if info.path == info.canonical else info.canonical
-        if row is not None and row.deleted is None and row.sha == sha and row.mtime_ns == info.mtime_ns and \
-                row.canonical == canonical:
-            return stats
         with self.store.transaction():
-            self._index(info, fm_created, observed, sha)
+            self._index(info, fm_created, observed, sha, fingerprint)
             if source in ("briefs", "findings"):
                 self.store.remove_document(info.path)
                 kind = "brief" if source == "briefs" else "finding"
@@ -59,6 +68,31 @@ class Documents(FileIndex):
                     self.store.put_eval(report, sha)
                     self._count(stats, source, 1)
         return stats
+
+    def _unchanged_paths(self, entries: list[FileInfo]) -> set[str]:
+        """The paths of a scan's ``entries`` read whole (in path order) that their rows say are unchanged: one read of
+        the index in path order beside them, instead of a query per file."""
+        found: set[str] = set()
+        rows = self.store.stats_in_order()
+        row = next(rows, None)
+        for info in entries:
+            while row is not None and row[0] < info.path:
+                row = next(rows, None)
+            if row is not None and row[0] == info.path and stored_key(row) == stat_key(
+                    info, None if info.path == info.canonical else info.canonical):
+                found.add(info.path)
+        for _ in rows:  # read to the end: no statement left open
+            pass
+        return found
+
+    def _note_fingerprint(self, path: str, sha: str, info: FileInfo, fingerprint: Fingerprint) -> None:
+        """Record the fingerprint of an unchanged file read (at the scan's end, or now outside a scan)."""
+        noted = (path, sha, info.mtime_ns, info.size, fingerprint)
+        if self._fingerprints is not None:
+            self._fingerprints.append(noted)
+        else:
+            with self.store.transaction():
+                self.store.put_fingerprints([noted])
 
     def _record(self, parsed: Event | Label | Reject, source: str, generation: int, stats: IngestStats) -> None:
         if isinstance(parsed, Reject):

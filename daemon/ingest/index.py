@@ -11,23 +11,25 @@ from datetime import datetime
 
 from collectors.statedir import FileInfo
 from daemon.ingest.state import IngestState, IngestStats
-from daemon.store import IndexRow
+from daemon.store import Fingerprint, IndexRow
 
 
 class FileIndex(IngestState):
     """The file-index steps of a pass (see the module)."""
 
-    def _index(self, info: FileInfo, fm_created: datetime | None, observed: bool, sha: str | None = None) -> bool:
+    def _index(self, info: FileInfo, fm_created: datetime | None, observed: bool, sha: str | None = None,
+               fingerprint: Fingerprint | None = None) -> bool:
         """Update the index entry of a file, and the row of the name it was read under if that is another (a name
-        through a symlink); True iff the name's row is new or changed. Call inside a transaction."""
+        through a symlink); True iff the name's row is new or changed. ``fingerprint``: the stat ``sha`` was taken
+        after (a file read whole). Call inside a transaction."""
         if info.path == info.canonical:
-            return self._index_row(info.path, None, info, fm_created, observed, sha)
-        changed = self._index_row(info.path, info.canonical, info, fm_created, observed, sha)
-        self._index_row(info.canonical, None, info, fm_created, observed, sha)
+            return self._index_row(info.path, None, info, fm_created, observed, sha, fingerprint)
+        changed = self._index_row(info.path, info.canonical, info, fm_created, observed, sha, fingerprint)
+        self._index_row(info.canonical, None, info, fm_created, observed, sha, fingerprint)
         return changed
 
     def _index_row(self, path: str, canonical: str | None, info: FileInfo, fm_created: datetime | None,
-                   observed: bool, sha: str | None) -> bool:
+                   observed: bool, sha: str | None, fingerprint: Fingerprint | None) -> bool:
         """Update the row of ``path``: an index entry (``canonical`` None), or a name of the file ``canonical``."""
         row = self._row(path)
         seen_at = self.clock() if observed else info.mtime
@@ -42,7 +44,7 @@ class FileIndex(IngestState):
             created = fm_created or seen_at
             with self.store.transaction():
                 self._put_file(IndexRow(path, created, None, info.mtime_ns, info.size, sha, fm_created is not None,
-                                        canonical))
+                                        canonical, fingerprint))
                 # Batch semantics (spec 1.4): an mtime that differs from created is a modification.
                 if keeps_changes and not observed and info.mtime != created:
                     self.store.add_file_change(path, info.mtime)
@@ -50,17 +52,17 @@ class FileIndex(IngestState):
         created = fm_created or row.created
         with self.store.transaction():
             self._put_file(IndexRow(path, created, None, info.mtime_ns, info.size, sha, fm_created is not None,
-                                    canonical))
+                                    canonical, fingerprint))
             if keeps_changes:
                 self.store.add_file_change(path, seen_at)
         return True
 
     def _forget_missing(self, seen: set[str]) -> IngestStats:
         stats = IngestStats()
-        for path, row in self.store.index_rows().items():
-            if row.deleted is None and path not in seen and not self.unreadable.hides(path):
+        for path, canonical in self.store.live_paths():
+            if path not in seen and not self.unreadable.hides(path):
                 stats.merge(self._delete(path))
-                if row.canonical is None and self._links.resolve(path) != path:
+                if canonical is None and self._links.resolve(path) != path:
                     # Its directory is a symlink now: the path names another file, and is no entry of its own.
                     with self.store.transaction():
                         self.store.remove_file(path)

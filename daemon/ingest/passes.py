@@ -13,12 +13,13 @@ import time
 from pathlib import Path
 
 from collectors.links import LinkMap, named_entries, other_names
+from collectors.safeopen import read_regular
 from collectors.sources import LOGS
 from collectors.statedir import Confinement, FileInfo, link_target, stat_file, walk_tree
 from daemon.config import Config
 from daemon.ingest.documents import Documents
 from daemon.ingest.logs import LogTailing
-from daemon.ingest.state import Clock, IngestStats, Sightings, system_clock
+from daemon.ingest.state import Clock, IngestStats, Reader, Sightings, WallClock, system_clock
 from daemon.rejectlog import RejectLog
 from daemon.store import Store
 
@@ -27,11 +28,15 @@ BATCH_LINES = 5000
 
 
 class Ingester(Documents, LogTailing):
-    """Feeds one state root into one store. ``observed`` = True means a watcher saw the change now."""
+    """Feeds one state root into one store. ``observed`` = True means a watcher saw the change now.
+
+    ``read`` reads a file whole; ``wall_ns`` is the clock file times are set from (daemon/ingest/fingerprint.py).
+    """
 
     def __init__(self, store: Store, root: Path, config: Config, clock: Clock = system_clock,
-                 reject_log: RejectLog | None = None, sightings: Sightings | None = None) -> None:
-        super().__init__(store, root, config, clock, reject_log, sightings, BATCH_LINES)
+                 reject_log: RejectLog | None = None, sightings: Sightings | None = None, *,
+                 read: Reader = read_regular, wall_ns: WallClock = time.time_ns) -> None:
+        super().__init__(store, root, config, clock, reject_log, sightings, BATCH_LINES, read, wall_ns)
 
     def scan(self, *, observed: bool = False) -> IngestStats:
         """One full pass over the root: index, tail, re-parse; deleted files are noticed."""
@@ -40,7 +45,8 @@ class Ingester(Documents, LogTailing):
         seen: set[str] = set()
         unreadable = self.unreadable
         unreadable.begin_scan()
-        self._stat_at = time.monotonic()
+        self._stat_at, self._stat_ns = time.monotonic(), self.wall_ns()
+        self._fingerprints = []
         complete = False
         try:
             tree = walk_tree(self.root, on_error=unreadable.failed)
@@ -50,10 +56,18 @@ class Ingester(Documents, LogTailing):
                     self.store.put_links(tree.links)
                 self._links = links
             entries = named_entries(tree.files, links, self._globs())
-            self._logs = {e.canonical for e in entries if self.source_of(e.path) in LOGS}
-            for info in entries:
+            sources = [self.source_of(e.path) for e in entries]
+            self._logs = {e.canonical for e, source in zip(entries, sources, strict=True) if source in LOGS}
+            self._unchanged = unchanged = self._unchanged_paths(
+                [e for e, source in zip(entries, sources, strict=True) if read_whole(source, e.path)])
+            for info, source in zip(entries, sources, strict=True):
                 seen.add(info.path)
-                stats.merge(self.ingest_file(info, observed=observed))
+                if info.path in unchanged:  # read whole, and as its row recorded it: nothing to read or write
+                    stats.files += 1
+                    unreadable.read(info.path)
+                else:
+                    stats.merge(self._ingest_as(info, source, observed))
+            self._record_fingerprints()
             # Logs that vanished from their glob may have been rotated away: drain them. What a folder that cannot
             # be listed holds is not gone: it is neither drained nor deleted.
             for cursor in self.store.cursors():
@@ -62,9 +76,17 @@ class Ingester(Documents, LogTailing):
             stats.merge(self._forget_missing(seen))
             complete = True
         finally:
+            self._fingerprints = self._unchanged = None
             unreadable.end_scan(complete)
         self.reject_log.flush()
         return stats
+
+    def _record_fingerprints(self) -> None:
+        """Record the fingerprints this scan took of unchanged files (hints: a scan they are lost to reads again)."""
+        if self._fingerprints:
+            with self.store.transaction():
+                self.store.put_fingerprints(self._fingerprints)
+        self._fingerprints = []
 
     def ingest_path(self, rel: str, *, observed: bool = True) -> IngestStats:
         """Bring one path up to date (a watcher event): it may be new, changed or gone, or a symlink.
@@ -72,7 +94,7 @@ class Ingester(Documents, LogTailing):
         A file's other names that sources are read under (through symlinks) are brought up to date with it; names
         that a symlink made meanwhile adds are read at the next scan.
         """
-        self._stat_at = time.monotonic()
+        self._stat_at, self._stat_ns = time.monotonic(), self.wall_ns()
         info = stat_file(self.root, rel, self._confinement)
         if info is None or info.canonical != rel or rel in self._links.links:
             self._refresh_link(rel)  # only for what may be or have been a symlink: no syscall for a plain file
@@ -153,15 +175,23 @@ class Ingester(Documents, LogTailing):
 
     def ingest_file(self, info: FileInfo, *, observed: bool = False) -> IngestStats:
         """Index one file and ingest it as its source says."""
-        source = self.source_of(info.path)
+        return self._ingest_as(info, self.source_of(info.path), observed)
+
+    def _ingest_as(self, info: FileInfo, source: str | None, observed: bool) -> IngestStats:
         stats = IngestStats(files=1)
         if source in LOGS:
             self._logs.add(info.canonical)
             self._cursor(info.path)  # first: _tail reads it anyway, and a log with a cursor has its index row kept
             self._index(info, None, observed)
             stats.merge(self._tail(info.path, info))
-        elif source is not None or info.path.endswith(".md"):
+        elif read_whole(source, info.path):
             stats.merge(self._whole_file(info, source, observed))
         else:
             self._index(info, None, observed)
         return stats
+
+
+def read_whole(source: str | None, path: str) -> bool:
+    """Whether a file of ``source`` at ``path`` is read whole (a Markdown file, a report), not tailed or only indexed.
+    """
+    return source not in LOGS and (source is not None or path.endswith(".md"))

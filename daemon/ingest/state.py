@@ -4,6 +4,7 @@ passes), the counts staged in the open transaction, and the open transaction gro
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,13 +15,14 @@ from typing import TypeVar
 from collectors.links import LinkMap
 from collectors.poll import Seen
 from collectors.records import Reject
+from collectors.safeopen import read_regular
 from collectors.sources import LOGS, SOURCES, source_of
 from collectors.statedir import Confinement
 from collectors.tail import Cursor
 from daemon.config import Config
 from daemon.rejectlog import RejectLog
 from daemon.skips import RotationLosses, Unreadable
-from daemon.store import IndexRow, Store
+from daemon.store import Fingerprint, IndexRow, Store
 
 T = TypeVar("T")
 Clock = Callable[[], datetime]
@@ -28,6 +30,10 @@ Clock = Callable[[], datetime]
 #: the given ``time.monotonic()`` (daemon: the log poller's :meth:`~collectors.poll.LogPoller.take`, told of
 #: renames by the watcher), so that a generation rotated away unread is counted as lost (daemon/skips.py).
 Sightings = Callable[[str, float], Seen]
+#: Reads a file whole, refusing anything but a regular file (:func:`collectors.safeopen.read_regular`).
+Reader = Callable[[str], bytes]
+#: The wall clock in nanoseconds since the epoch, the clock file times are set from (:func:`time.time_ns`).
+WallClock = Callable[[], int]
 
 
 def system_clock() -> datetime:
@@ -69,7 +75,8 @@ class IngestState:
     """The state an :class:`~daemon.ingest.passes.Ingester` keeps, and the small steps its parts all take."""
 
     def __init__(self, store: Store, root: Path, config: Config, clock: Clock, reject_log: RejectLog | None,
-                 sightings: Sightings | None, batch_lines: int) -> None:
+                 sightings: Sightings | None, batch_lines: int, read: Reader = read_regular,
+                 wall_ns: WallClock = time.time_ns) -> None:
         self.store = store
         self.root = root
         self.config = config
@@ -83,6 +90,16 @@ class IngestState:
         self.unreadable = Unreadable()
         self.losses = RotationLosses(root, self._is_log)
         self._stat_at = -math.inf  # time.monotonic() of the stat the file infos of this pass come from
+        #: How files are read whole, and the wall clock before the stat of this pass's file infos (0: unknown, so no
+        #: fingerprint recorded counts: daemon/ingest/fingerprint.py).
+        self.read = read
+        self.wall_ns = wall_ns
+        self._stat_ns = 0
+        #: (path, sha, mtime_ns, size, fingerprint) of the unchanged files read in this scan whose row holds no
+        #: fingerprint that counts: recorded in one statement at the scan's end (None: at once, outside a scan).
+        self._fingerprints: list[tuple[str, str, int, int, Fingerprint]] | None = None
+        #: The paths this scan found unchanged by their fingerprints before it began (None: outside a scan).
+        self._unchanged: set[str] | None = None
         #: Lines taken in the open transaction group of ingest_paths (None: no group open), and the group's step to
         #: the next transaction (see :meth:`daemon.store.Store.group`).
         self._group_lines: int | None = None

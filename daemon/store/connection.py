@@ -17,7 +17,7 @@ import sqlite_utils
 
 from daemon.store.gate import Gate
 from daemon.store.migrations import MIGRATIONS
-from daemon.store.rows import FILE_COLUMNS, FILE_COLUMNS_BEFORE_009
+from daemon.store.rows import FILE_COLUMNS, FILE_COLUMNS_BEFORE_009, FILE_COLUMNS_BEFORE_014
 
 
 class Closing:
@@ -55,6 +55,7 @@ class Connection(Closing):
         #: rolls back whole): transaction() blocks inside it need no savepoints, which cost two statements each.
         self.grouped = False
         self._pre_009: bool | None = None
+        self._pre_014: bool | None = None
 
     @classmethod
     def open(cls, path: Path | str, *, readonly: bool = False, gate: Gate | None = None) -> Self:
@@ -206,4 +207,8 @@ class Connection(Closing):
         return self._pre_009
 
     def _file_columns(self) -> str:
-        return FILE_COLUMNS_BEFORE_009 if self._before_009() else FILE_COLUMNS
+        if self._before_009():
+            return FILE_COLUMNS_BEFORE_009
+        if self._pre_014 is None:  # read-only, written before migration 014: no fingerprints (each file is read)
+            self._pre_014 = "014_file_fingerprints" not in self.migrations()
+        return FILE_COLUMNS_BEFORE_014 if self._pre_014 else FILE_COLUMNS

@@ -211,6 +211,14 @@ def _m013_ids_let_go(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TABLE let_go (hash INTEGER PRIMARY KEY, upto_us INTEGER NOT NULL)")
 
 
+def _m014_file_fingerprints(conn: sqlite3.Connection) -> None:
+    # A start read every Markdown file whole to hash it: most of a restart's time on a big state. The stat the hash was
+    # taken after (change time, device, inode) and when (seen_ns) tell an unchanged file without reading it
+    # (daemon/ingest/fingerprint.py); NULL, as in every row before this: read the file, then record them.
+    for column in ("ctime_ns", "dev", "ino", "seen_ns"):
+        conn.execute(f"ALTER TABLE files ADD COLUMN {column} INTEGER")
+
+
 #: Named migrations, applied in order and recorded in the ``migrations`` table.
 MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("001_initial", _m001_initial),
@@ -226,4 +234,5 @@ MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("011_label_notes", _m011_label_notes),
     ("012_review_events", _m012_review_events),
     ("013_ids_let_go", _m013_ids_let_go),
+    ("014_file_fingerprints", _m014_file_fingerprints),
 )

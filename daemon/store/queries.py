@@ -13,7 +13,7 @@ from collectors.rfc3339 import from_us, to_us
 from collectors.tail import Cursor
 from daemon.config import COMPONENTS
 from daemon.store.connection import Connection
-from daemon.store.rows import EVENT_COLUMNS, IndexRow, event_of, index_row_of
+from daemon.store.rows import EVENT_COLUMNS, IndexRow, StoredStat, event_of, index_row_of
 
 
 class Queries(Connection):
@@ -41,6 +41,18 @@ class Queries(Connection):
     def index_rows(self) -> dict[str, IndexRow]:
         """Every stored row: the file index, and the names sources are read under through a symlink."""
         return {r[0]: index_row_of(r) for r in self.conn.execute(f"SELECT {self._file_columns()} FROM files")}
+
+    def stats_in_order(self) -> Iterator[StoredStat]:
+        """Every stored row as a scan compares it, in path order (SQLite's byte order of UTF-8, Python's of code
+        points: the same), read as it is iterated: take them all before writing (the writer's store: migrated)."""
+        return iter(self.conn.execute(
+            "SELECT path, deleted_us IS NULL AND sha IS NOT NULL, canonical, size, mtime_ns, ctime_ns, dev, ino,"
+            " seen_ns FROM files ORDER BY path"))
+
+    def live_paths(self) -> list[tuple[str, str | None]]:
+        """(path, canonical) of every stored row not deleted: what a scan may find gone (the writer's store: migrated).
+        """
+        return self.conn.execute("SELECT path, canonical FROM files WHERE deleted_us IS NULL").fetchall()
 
     def index_rows_get(self, path: str) -> IndexRow | None:
         """The stored file-index state of one path."""

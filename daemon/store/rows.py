@@ -6,11 +6,23 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from collectors.citations import Citation
 from collectors.records import Event
 from collectors.rfc3339 import from_us, to_us
+
+
+class Fingerprint(NamedTuple):
+    """What a stat said of a file besides its size and mtime when its hash was last taken (migration 014), and when
+    that stat was taken: what a scan compares to tell an unchanged file without reading it
+    (daemon/ingest/fingerprint.py)."""
+
+    ctime_ns: int
+    dev: int
+    ino: int
+    #: The wall clock (ns since the epoch) before the stat: a change time not clearly older is "racy".
+    seen_ns: int
 
 
 @dataclass(frozen=True)
@@ -30,6 +42,13 @@ class IndexRow:
     sha: str | None
     front_matter: bool
     canonical: str | None = None
+    #: The stat the hash was taken after (a file read whole), None where none is recorded: read it to know.
+    fingerprint: Fingerprint | None = None
+
+
+#: A row of the file index as a scan compares it (:meth:`Store.stats_in_order`): path, live and hashed (not deleted, a
+#: sha), canonical, size, mtime_ns, then the fingerprint's ctime_ns, dev, ino and seen_ns (None before one is recorded).
+StoredStat = tuple[str, bool, str | None, int, int, int | None, int | None, int | None, int | None]
 
 
 EVENT_COLUMNS = (
@@ -64,15 +83,18 @@ def event_rows(events: Iterable[Event]) -> tuple[list[EventRow], list[CitationRo
     return rows, cites
 
 
-FILE_COLUMNS = "path, created_us, deleted_us, mtime_ns, size, sha, front_matter, canonical"
-#: The same for a store opened read-only before migration 009 (a daemon of the last version wrote it): no names.
-FILE_COLUMNS_BEFORE_009 = FILE_COLUMNS.replace("canonical", "NULL")
+FILE_COLUMNS = "path, created_us, deleted_us, mtime_ns, size, sha, front_matter, canonical, ctime_ns, dev, ino, seen_ns"
+#: The same for a store opened read-only before migration 014 (a daemon of an earlier version wrote it): no
+#: fingerprints; and before 009: no names either.
+FILE_COLUMNS_BEFORE_014 = FILE_COLUMNS.replace("ctime_ns, dev, ino, seen_ns", "NULL, NULL, NULL, NULL")
+FILE_COLUMNS_BEFORE_009 = FILE_COLUMNS_BEFORE_014.replace("canonical", "NULL")
 
 
 def index_row_of(r: tuple[Any, ...]) -> IndexRow:
     """An IndexRow from a row of :data:`FILE_COLUMNS`."""
+    fingerprint = Fingerprint(r[8], r[9], r[10], r[11]) if r[8] is not None else None
     return IndexRow(r[0], from_us(r[1]), from_us(r[2]) if r[2] is not None else None, r[3], r[4], r[5], bool(r[6]),
-                    r[7])
+                    r[7], fingerprint)
 
 
 def json_list(items: tuple[str, ...]) -> str:

@@ -16,7 +16,7 @@ from collectors.rfc3339 import to_us
 from collectors.tail import Cursor
 from daemon.config import COMPONENTS
 from daemon.store.queries import Queries
-from daemon.store.rows import COPYABLE, EVENT_COLUMNS, CitationRow, EventRow, IndexRow, event_rows
+from daemon.store.rows import COPYABLE, EVENT_COLUMNS, CitationRow, EventRow, Fingerprint, IndexRow, event_rows
 
 
 class Writes(Queries):
@@ -87,14 +87,24 @@ class Writes(Queries):
 
     def put_file(self, row: IndexRow) -> None:
         """Insert or update a file-index entry (an update in place: see migration 007)."""
+        fp = row.fingerprint or (None, None, None, None)
         self.conn.execute(
-            "INSERT INTO files (path, created_us, deleted_us, mtime_ns, size, sha, front_matter, canonical)"
-            " VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (path) DO UPDATE SET created_us = excluded.created_us,"
-            " deleted_us = excluded.deleted_us, mtime_ns = excluded.mtime_ns, size = excluded.size,"
-            " sha = excluded.sha, front_matter = excluded.front_matter, canonical = excluded.canonical",
+            "INSERT INTO files (path, created_us, deleted_us, mtime_ns, size, sha, front_matter, canonical, ctime_ns,"
+            " dev, ino, seen_ns) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (path) DO UPDATE SET"
+            " created_us = excluded.created_us, deleted_us = excluded.deleted_us, mtime_ns = excluded.mtime_ns,"
+            " size = excluded.size, sha = excluded.sha, front_matter = excluded.front_matter,"
+            " canonical = excluded.canonical, ctime_ns = excluded.ctime_ns, dev = excluded.dev, ino = excluded.ino,"
+            " seen_ns = excluded.seen_ns",
             (row.path, to_us(row.created), to_us(row.deleted) if row.deleted else None, row.mtime_ns, row.size,
-             row.sha, int(row.front_matter), row.canonical),
+             row.sha, int(row.front_matter), row.canonical, *fp),
         )
+
+    def put_fingerprints(self, rows: Iterable[tuple[str, str, int, int, Fingerprint]]) -> None:
+        """Record (path, sha, mtime_ns, size, fingerprint): the stat a file's hash was taken after, on the row of that
+        path only while it still holds that hash, mtime and size (no feed row: see migration 009's trigger)."""
+        self.conn.executemany(
+            "UPDATE files SET ctime_ns = ?, dev = ?, ino = ?, seen_ns = ? WHERE path = ? AND sha = ? AND mtime_ns = ?"
+            " AND size = ?", ((*fp, path, sha, mtime_ns, size) for path, sha, mtime_ns, size, fp in rows))
 
     def remove_file(self, path: str) -> None:
         """Forget a path's row and its modifications (a name that now goes through a symlink: no file of the index).

@@ -29,10 +29,12 @@ class Review(ModelState):
         Made again only after a label, or the record winning a labelled id, changed (see ``_tally``)."""
         if self._tally is None:
             labelled = []
+            winner, is_decision = self._winner.get, self._is_decision
             for decision_id, labels in self._labels.items():
-                d = self._winner.get(decision_id)
-                if isinstance(d, Event) and self._is_decision(d) and labels:
-                    labelled.append((d.agent, current_labels(labels)))
+                d = winner(decision_id)
+                if isinstance(d, Event) and labels and is_decision(d):
+                    # One label, the common case, is its reviewer's current one: no lookup.
+                    labelled.append((d.agent, labels if len(labels) == 1 else current_labels(labels)))
             self._tally = tally(labelled)
         return dict(self._tally)
 

@@ -11,8 +11,12 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from collectors.batch import scan_state
 from collectors.sources import LOGS, SOURCES, Globs, source_of
+from collectors.statedir import glob_match
 from daemon.config import Config
 from daemon.ingest import Ingester
 from daemon.store import Store
@@ -44,3 +48,17 @@ def test_batch_mode_and_the_daemon_read_a_file_two_globs_match_as_the_same_sourc
         stored = store.load_records()
     assert [e.id for e in batch.events] == [e.id for e in stored.events] == ["e1"]
     assert batch.labels == [] and batch.rejects == [] and list(stored.labels) == []
+
+
+_PART = st.text(alphabet="ab*?.", min_size=1, max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(globs=st.lists(st.lists(_PART, min_size=1, max_size=3).map("/".join), min_size=6, max_size=6),
+       path=st.lists(st.text(alphabet="ab.*?", min_size=1, max_size=4), min_size=1, max_size=3).map("/".join))
+def test_one_match_routes_a_path_as_the_globs_one_after_another_do(globs: list[str], path: str) -> None:
+    """source_of matches every glob at once (one pattern, an alternative per source): the same source as trying each
+    glob in turn and taking the first that matches, whatever the globs overlap in."""
+    routed = Globs(**dict(zip(SOURCES, globs, strict=True)))
+    first = next((name for name, glob in zip(SOURCES, globs, strict=True) if glob_match(glob, path)), None)
+    assert source_of(routed, path) == first

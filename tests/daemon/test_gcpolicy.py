@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from daemon import gcpolicy
 from daemon.gcpolicy import Freezer
 
 
@@ -91,3 +92,14 @@ def test_after_an_audit_its_rows_are_frozen_young_cycles_collected_and_the_rows_
     assert not _tracked(rows[0])  # no collection walks them while the answer is built
     del rows
     assert first() is None  # answered: freed by reference counting, frozen or not
+
+
+def test_items_read_are_frozen_in_batches_and_the_collector_stays_on() -> None:
+    """frozen_as_read: what was read up to each batch's end is out of the collector's walks; what comes after is not
+    yet."""
+    read = gcpolicy.frozen_as_read(([k] for k in range(25)), every=10)  # lists: tracked by the collector until frozen
+    taken = [next(read) for _ in range(21)]  # the second batch is frozen as the 21st item is asked for, then made
+    assert gc.isenabled()
+    assert not any(_tracked(x) for x in taken[:20])
+    assert _tracked(taken[20])
+    assert [*taken, *read] == [[k] for k in range(25)]

@@ -7,17 +7,24 @@ tests/scorers/test_eviction.py, the machine over ingest, syncs and restarts in t
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 from collectors.rfc3339 import format_ts, from_us
+from daemon import modelcache
 from daemon.config import Config
 from daemon.ingest import Ingester
-from daemon.modelkeeper import LiveFeed
+from daemon.limits import HeldBackLog
+from daemon.modelkeeper import LiveFeed, ModelKeeper
 from daemon.simulate import simulate
 from daemon.store import Store
+from scorers.context import Context
+from scorers.score import WindowResult, evaluate_window, to_json
 
 #: One 24-hour window: on four days of data, the first two are behind it and its day of slack, so they are let go.
 CONFIG = replace(Config(), scoring=replace(Config().scoring, windows=(("24h", timedelta(hours=24)),)))
@@ -62,3 +69,73 @@ def test_ids_let_go_leave_ram_and_a_late_duplicate_of_one_still_loses(tmp_path: 
         cold.sync(store)
         assert warm == cold.evaluate(now)
         assert warm["24h"].agents[agent].decisions == before["24h"].agents[agent].decisions
+
+
+
+def test_a_cold_load_freezes_the_records_as_it_reads_and_the_first_evaluation_collects_nothing(tmp_path: Path) -> None:
+    """A cold start keeps every record it reads: a collection meanwhile would walk them again (the oldest generation's
+    walks all of them). So the load freezes them out of the collector as it reads (in batches: it goes on collecting
+    the other threads' garbage), and the first evaluation, which indexes every record and runs every rule, runs with
+    the collector paused; it is on again after, and the windows are the pure evaluation's."""
+    root = tmp_path / "state"
+    now = simulate(3, root, agents=3, days=2).end
+    with Store.open(tmp_path / "honestyd.db") as store:
+        Ingester(store, root, CONFIG, clock=lambda: now).scan()
+        collections: list[int] = []
+
+        def note(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                collections.append(info["generation"])
+
+        feed = LiveFeed(CONFIG)
+        gc.collect()
+        frozen = gc.get_freeze_count()
+        gc.callbacks.append(note)
+        try:
+            feed.load(store, now, freeze_every=50)
+            frozen_by_load = gc.get_freeze_count() - frozen
+            collections.clear()
+            windows = feed.evaluate(now, store)
+        finally:
+            gc.callbacks.remove(note)
+            gc.unfreeze()
+        assert frozen_by_load > 0
+        assert collections == []
+        assert gc.isenabled()
+        ctx = Context(store.load_records(), now, CONFIG)
+        assert {n: to_json(w) for n, w in windows.items()} == {n: to_json(evaluate_window(ctx, n)) for n in windows}
+def test_the_model_cache_is_read_before_the_store_is_there_then_taken_once_the_store_agrees(tmp_path: Path) -> None:
+    """A start reads the cache while the store is checked (ModelKeeper.prefetch): the read needs nothing of the store
+    (here the database is not even at its path meanwhile); the load that follows asks the store, takes the feed read
+    and deletes the file."""
+    root = tmp_path / "state"
+    now = simulate(7, root, agents=3, days=2).end
+    db = tmp_path / "honestyd.db"
+    config = replace(CONFIG, db_path=db)
+    with Store.open(db) as store:
+        Ingester(store, root, config, clock=lambda: now).scan()
+        feed = LiveFeed(config)
+        feed.load(store, now)
+        expected = feed.evaluate(now, store)
+        modelcache.save(feed, modelcache.path_for(db), store.store_id())
+    away = tmp_path / "elsewhere.db"
+    db.rename(away)
+    keeper = ModelKeeper(ThreadPoolExecutor(1))
+    keeper.prefetch(config)
+    assert keeper._read is not None
+    found = keeper._read[1].result(timeout=60)
+    assert found is not None and found.refused is None and found.feed is not None
+    assert modelcache.path_for(db).exists()  # nothing decided yet: the store has not been asked
+    away.rename(db)
+
+    async def first_evaluation() -> dict[str, WindowResult]:
+        keeper.preload(config, lambda: now)
+        with Store.open(db, readonly=True) as reader:
+            done = await keeper.evaluate(config, reader, lambda: now, HeldBackLog())
+        assert done is not None
+        return done.windows
+
+    assert asyncio.run(first_evaluation()) == expected
+    assert keeper.feed is found.feed  # the very feed read before the store was there
+    assert not modelcache.path_for(db).exists()
+    keeper.executor.shutdown()

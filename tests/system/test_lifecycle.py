@@ -178,12 +178,16 @@ def test_a_damaged_store_exits_3_with_one_line_naming_the_repair(tmp_path: Path,
     changelog = root / "iris" / "honesty-changelog.md"
     changelog.write_text("# Changelog\n")
     config = write_config(tmp_path / "config.toml")
+    cache = modelcache.path_for(db)  # read beside the store's check (ModelKeeper.prefetch): judged, never touched
+    cache.write_bytes(modelcache.MAGIC + b'{"format": 0}\n')
+    cache.chmod(0o600)
     proc = _run("run", "--config", config, "--state", root, "--db", db, "--listen", f"127.0.0.1:{free_port()}")
     assert proc.returncode == lifecycle.EXIT_STORE_DAMAGED, proc.stderr
     line = _one_error_line(proc)
     assert f"store {db} is damaged" in line
     assert f"honestyd store rebuild --db {db} --state {root} --config {config}" in line
     assert changelog.read_text() == "# Changelog\n"  # no methodology entry for a daemon that never ran
+    assert cache.read_bytes() == modelcache.MAGIC + b'{"format": 0}\n'
     assert lifecycle.EXIT_STORE_DAMAGED in lifecycle.NO_RESTART
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -22,13 +21,13 @@ from collectors.links import LinkMap, named_entries, other_names
 from collectors.statedir import walk_tree
 from daemon.config import Config
 from daemon.ingest import Ingester
-from daemon.store import MIGRATIONS, IndexRow, Store
+from daemon.store import IndexRow, Store
 from scorers.context import Context
 from scorers.score import evaluate_window, to_json
 from tests import symlinked_state
 from tests.conftest import Run
 from tests.daemon_harness import daemon, stop, wait_for, write_config
-from tests.helpers import T0
+from tests.helpers import T0, store_as_of
 
 AT = symlinked_state.AT
 #: The result worked out by hand for the tree (24h at T), per component (pass, counted), and the outcomes of the
@@ -272,13 +271,7 @@ def test_migration_010_drops_the_modifications_of_logs_only(tmp_path: Path) -> N
     """A store from before v2.3 holds a modification per ingest pass of every log; opened, those rows are gone and
     every other file keeps its modifications."""
     db = tmp_path / "old.db"
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    conn.execute("BEGIN")
-    names = [name for name, _ in MIGRATIONS]
-    for name, migration in MIGRATIONS[:names.index("008_store_id") + 1]:
-        migration(conn)
-        conn.execute("INSERT INTO migrations VALUES (?, 'then')", (name,))
+    conn = store_as_of(db, "008_store_id")
     for path in ("heartbeats/ada.jsonl", "labels/r.jsonl", "docs/a.md", "docs/x.jsonl"):
         conn.execute("INSERT INTO files VALUES (?, 0, NULL, 1, 1, NULL, 0)", (path,))
         conn.executemany("INSERT INTO file_changes VALUES (?, ?)", [(path, k) for k in range(1, 6)])

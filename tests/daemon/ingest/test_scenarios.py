@@ -794,9 +794,11 @@ def _dump(db: Path) -> dict[str, list[tuple[Any, ...]]]:
     try:
         out = {}
         for t in ("events", "citations", "labels", "rejects", "cursors", "files", "file_changes"):
-            ncols = len(conn.execute(f"PRAGMA table_info({t})").fetchall())
-            order = ", ".join(str(i) for i in range(1, ncols + 1))
-            out[t] = conn.execute(f"SELECT * FROM {t} ORDER BY {order}").fetchall()
+            # Not the stat a file's hash was last checked after (migration 014): a pass that reads a file records it.
+            columns = [r[1] for r in conn.execute(f"PRAGMA table_info({t})")
+                       if t != "files" or r[1] not in ("ctime_ns", "dev", "ino", "seen_ns")]
+            order = ", ".join(str(i) for i in range(1, len(columns) + 1))
+            out[t] = conn.execute(f"SELECT {', '.join(columns)} FROM {t} ORDER BY {order}").fetchall()
         return out
     finally:
         conn.close()
