@@ -38,6 +38,7 @@ import hashlib
 import itertools
 import json
 import logging
+import operator
 import os
 import pickle
 import stat
@@ -52,21 +53,20 @@ from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from collectors.records import Event
 from collectors.rfc3339 import from_us_many, to_us
 from daemon import gcpolicy
 from daemon.config import Config
 from daemon.modelkeeper import LiveFeed, Marks
 from daemon.store import Store
 from scorers.live import LiveModel, Record, Stub
-from scorers.live.records import ById
+from scorers.live.records import PACKED_LAYOUT, ById, Packed
 from scorers.spec import outcome_part
 
 log = logging.getLogger("honestyd")
 
 MAGIC = b"honestyd-model-cache\n"
 #: Bumped when the file's layout changes (the code hash covers the pickled objects).
-FORMAT = 3
+FORMAT = 4
 #: The modules whose objects the cache holds or whose rules produced its cached outcomes.
 _CODE = ("scorers", "collectors", "daemon/modelkeeper.py", "daemon/config.py")
 
@@ -295,25 +295,30 @@ class _Positions:
         return self.first + self.positions[i] if i < len(addresses) and addresses[i] == address else None
 
 
-#: The classes of the records the model holds, written as columns (by position in this tuple).
-RECORD_TYPES: tuple[type, ...] = (Event, Stub)
+#: The classes of the records the model holds, written as columns (by position in this tuple), and each one's
+#: columns: the fields of its tuple, in order.
+RECORD_TYPES: tuple[type, ...] = (Packed, Stub)
+_COLUMNS: tuple[tuple[str, ...], ...] = (PACKED_LAYOUT, Stub._fields)
 
 
 def pack_records(records: Iterable[Record]) -> tuple[list[Record], Iterator[Any]]:
-    """``records`` in the order the columns give them (events, then stubs), and the columns, made one at a time:
-    per field of :class:`Event`, then of :class:`Stub`, a list of the values (times as microseconds in machine
-    integers). Pickled record by record, each would leave its constructor's arguments and its time's in the
+    """``records`` in the order the columns give them (decisions, then stubs), and the columns, made one at a time:
+    per slot of :class:`Packed`, then per field of :class:`Stub`, a list of the values (times as microseconds in
+    machine integers). Pickled record by record, each would leave its constructor's arguments and its time's in the
     pickler's memo until the end: twice the model's size while writing, and a fragmented heap after reading.
     """
-    events = [r for r in records if isinstance(r, Event)]
-    stubs = [r for r in records if isinstance(r, Stub)]
+    records = list(records)
+    groups: tuple[list[Record], ...] = tuple([r for r in records if type(r) is cls] for cls in RECORD_TYPES)
+    if sum(map(len, groups)) != len(records):  # a record of another class would be left out of the file
+        raise TypeError(f"the model holds records other than {', '.join(c.__name__ for c in RECORD_TYPES)}")
 
     def columns() -> Iterator[Any]:
-        for group, names in ((events, Event._fields), (stubs, Stub._fields)):
-            for f in names:
-                yield array("q", [to_us(r.ts) for r in group]) if f == "ts" else [getattr(r, f) for r in group]
+        for group, names in zip(groups, _COLUMNS, strict=True):
+            for k, f in enumerate(names):
+                values = list(map(operator.itemgetter(k), group))
+                yield array("q", map(to_us, values)) if f == "ts" else values
 
-    return [*events, *stubs], columns()
+    return [r for group in groups for r in group], columns()
 
 
 def unpack_records(columns: Iterator[Any]) -> list[Record]:
@@ -321,12 +326,12 @@ def unpack_records(columns: Iterator[Any]) -> list[Record]:
     object per number, as the model keeps them). Built by C-level maps."""
     lines: dict[int | None, int | None] = {}
     out: list[Record] = []
-    for cls in (Event, Stub):
-        c = {f: next(columns) for f in cls._fields}
+    for cls, names in zip(RECORD_TYPES, _COLUMNS, strict=True):
+        c = {f: next(columns) for f in names}
         c["ts"] = from_us_many(c["ts"])
         c["line"] = list(map(lines.setdefault, c["line"], c["line"]))
-        out += map(tuple.__new__, itertools.repeat(cls),  # type: ignore[arg-type]  # tuple.__new__(cls, row)
-                   zip(*(c[f] for f in cls._fields), strict=True))
+        out += map(tuple.__new__, itertools.repeat(cls),  # tuple.__new__(cls, row)
+                   zip(*(c[f] for f in names), strict=True))
     return out
 
 

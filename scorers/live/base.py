@@ -18,6 +18,7 @@ from collectors.records import CheckResult, Event, Label
 from scorers.live.plan import Plan
 from scorers.live.records import SEPARATOR, ById, IdHashes, Record, Vocabulary
 from scorers.lookups import FileIndex, FileState
+from scorers.progress import LabelTally
 from scorers.rule import Rule
 from scorers.score import AgentResult
 from scorers.spec import ScoringConfig
@@ -75,11 +76,16 @@ class ModelState:
         self._loaded: list[Record] = []  # arrived before the first evaluation, in no order
         self._removed: ById[Record] = ById()  # hidden events removed before they became visible
         self._documents: dict[str, list[Event]] = {}
-        self._labels: defaultdict[str, list[Label]] = defaultdict(list)
+        #: The visible labels on each labelled decision id, in arrival order: a tuple while there are few (most
+        #: decisions carry one; a list of one costs twice its tuple), a list past that (appending to a tuple copies it).
+        self._labels: dict[str, tuple[Label, ...] | list[Label]] = {}
         #: The ids in _labels that no record held here carries, and how many visible labels are on them: labels on a
         #: decision honestyd never saw (a typo, another system's id), kept as the store keeps them and counted.
         self._orphans: set[str] = set()
         self.unmatched_labels = 0
+        #: The label tally as last computed (review.py); None once a label, or the record winning a labelled id,
+        #: changed: most evaluations follow events alone, and the tally walks every label held.
+        self._tally: dict[str, LabelTally] | None = None
         self._hidden_labels: list[tuple[datetime, int, Label]] = []
         self._all_checks: list[CheckResult] = []
         self._hidden_checks: list[tuple[datetime, int, CheckResult]] = []

@@ -100,7 +100,8 @@ class Eviction(ModelState):
         for w in winners:
             del self._winner[w.id]
             self._shadowed.pop(w.id, None)
-            self._labels.pop(w.id, None)
+            if self._labels.pop(w.id, None) is not None:
+                self._tally = None
             self._evicted.add(w.id)
         # The horizon's day goes on holding every candidate that stays (its records after the horizon, or blocked by
         # a hidden record): a hidden record that is removed, not shown, files its id nowhere else.

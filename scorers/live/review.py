@@ -25,15 +25,18 @@ class Review(ModelState):
         return list(self._labels.get(decision_id, ()))
 
     def label_tally(self) -> dict[str, LabelTally]:
-        """Per agent, the current labels on its decisions the model holds (those of the longest window and a day)."""
-        labelled = []
-        winner, is_decision = self._winner.get, self._is_decision
-        for decision_id, labels in self._labels.items():
-            d = winner(decision_id)
-            if isinstance(d, Event) and labels and is_decision(d):
-                # One label, the common case, is its reviewer's current one: no lookup (every evaluation tallies).
-                labelled.append((d.agent, labels if len(labels) == 1 else current_labels(labels)))
-        return tally(labelled)
+        """Per agent, the current labels on its decisions the model holds (those of the longest window and a day).
+        Made again only after a label, or the record winning a labelled id, changed (see ``_tally``)."""
+        if self._tally is None:
+            labelled = []
+            winner, is_decision = self._winner.get, self._is_decision
+            for decision_id, labels in self._labels.items():
+                d = winner(decision_id)
+                if isinstance(d, Event) and labels and is_decision(d):
+                    # One label, the common case, is its reviewer's current one: no lookup.
+                    labelled.append((d.agent, labels if len(labels) == 1 else current_labels(labels)))
+            self._tally = tally(labelled)
+        return dict(self._tally)
 
     def unlabelled_failures(self, width: timedelta) -> dict[str, int]:
         """Per agent, its decisions in the window of ``width`` that fail a component and carry no label."""

@@ -11,11 +11,14 @@ import heapq
 from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 
+from collectors.citations import Citation
 from collectors.records import CheckResult, Event, Label, Order
 from scorers.live.base import DAWN, ModelState
-from scorers.live.records import Record, Stub, order_of, reduce_text
+from scorers.live.records import Record, Stub, order_of, pack, reduce_text
 from scorers.lookups import take_check
 
+#: Labels on one decision id held as a tuple up to this many, then as a list.
+FEW_LABELS = 8
 #: What the store holds under some ids: every event with one of them, every label on one of them.
 Lookup = Callable[[Collection[str]], tuple[list[Event], list[Label]]]
 
@@ -107,29 +110,41 @@ class Visibility(ModelState):
         self._touch_citing(shown)
 
     def _slim(self, e: Event) -> Record:
-        """``e`` with its text reduced to the phrases it matches and its repeated values shared; a stub when it is not
-        a decision (see :class:`Stub`: a state change is read only through its time)."""
+        """``e`` packed (see :class:`~scorers.live.records.Packed`) with its text reduced to the phrases it matches and
+        its repeated values shared; a stub when it is not a decision (see :class:`Stub`: a state change is read only
+        through its time)."""
         share = self._shared.setdefault
         if e.line is not None and e.kind not in self._decision_kinds:
             return Stub(e.id, e.ts, share(e.kind, e.kind), share(e.path, e.path), share(e.line, e.line),
                         e.generation)
         text = e.text if self._vocabulary is None else reduce_text(e.text, self._vocabulary)
+        shape = (share(text, text), share(e.prompt, e.prompt), share(e.reason, e.reason),
+                 share(e.alternatives, e.alternatives), share(e.subject, e.subject), e.corrects, e.generation)
         # Line numbers too: one int object per line number, not per event (most are above the small-int cache).
-        return e._replace(
-            text=share(text, text), agent=share(e.agent, e.agent), kind=share(e.kind, e.kind),
-            line=share(e.line, e.line), path=share(e.path, e.path), thread=share(e.thread, e.thread),
-            prompt=share(e.prompt, e.prompt), reason=share(e.reason, e.reason),
-            citations=share(e.citations, e.citations), alternatives=share(e.alternatives, e.alternatives),
-            subject=share(e.subject, e.subject),
-        )
+        return pack(e.id, e.ts, share(e.agent, e.agent), share(e.kind, e.kind), share(e.path, e.path),
+                    share(e.line, e.line), share(e.thread, e.thread), self._share_citations(e.citations),
+                    share(("shape", shape), shape))
+
+    def _share_citations(self, citations: tuple[Citation, ...]) -> tuple[Citation, ...]:
+        """``citations`` held once, and each citation in them held once: most decisions cite sources other decisions
+        cite too, in another combination."""
+        if not citations:
+            return citations
+        share = self._shared.setdefault
+        # Keyed apart: a citation equals the plain tuple of its two strings (a decision's subject could be one).
+        shared = tuple(share(("citation", c), c) for c in citations)
+        found: tuple[Citation, ...] = share(shared, shared)
+        return found
 
     def _slim_label(self, label: Label) -> Label:
-        """``label`` with its reviewer and file shared, and its decision id the decision's own string when the model
-        holds the decision (a rebuild adds every label again once the decisions are in)."""
+        """``label`` with its value, reviewer and file shared, and its decision id the decision's own string when the
+        model holds the decision (a rebuild adds every label again once the decisions are in). Not its line number:
+        a reviewer's labels mostly come from one file, so each has a number of its own."""
         share = self._shared.setdefault
         known = self._winner.get(label.decision)
         return label._replace(decision=label.decision if known is None else known.id,
-                              reviewer=share(label.reviewer, label.reviewer), path=share(label.path, label.path))
+                              value=share(label.value, label.value), reviewer=share(label.reviewer, label.reviewer),
+                              path=share(label.path, label.path))
 
     def _arrive(self, e: Record) -> None:
         if self._fresh:
@@ -150,6 +165,7 @@ class Visibility(ModelState):
         winner = self._winner.get(e.id)
         if winner is None:
             self._winner[e.id] = e
+            self._relabelled(e.id)
             if self._orphans and e.id in self._orphans:  # the labels on this id find their record
                 self._orphans.discard(e.id)
                 self.unmatched_labels -= len(self._labels[e.id])
@@ -166,6 +182,7 @@ class Visibility(ModelState):
             self._unindex(winner)
             self._shadowed.setdefault(e.id, []).append(winner)
             self._winner[e.id] = e
+            self._relabelled(e.id)
             self._index(e)
         else:
             self._shadowed.setdefault(e.id, []).append(e)
@@ -174,6 +191,7 @@ class Visibility(ModelState):
         """A stored event was removed from the store (its Markdown file changed or went)."""
         if self._winner.get(e.id) is e:
             self._unindex(e)
+            self._relabelled(e.id)
             rest = self._shadowed.pop(e.id, [])
             if rest:
                 rest.sort(key=order_of)
@@ -232,10 +250,28 @@ class Visibility(ModelState):
         ask = self.let_go_elsewhere
         return ask is not None and self.evicted_to > DAWN and ask(record_id, self.evicted_to)
 
+    def _relabelled(self, record_id: str) -> None:
+        """The record winning ``record_id`` changed: the label tally is to be made again if labels are on it."""
+        if record_id in self._labels:
+            self._tally = None
+
+    def _file_label(self, label: Label) -> None:
+        """Add a visible label to its decision id's labels (see ``_labels``)."""
+        self._tally = None
+        held = self._labels.get(label.decision)
+        if held is None:
+            self._labels[label.decision] = (label,)
+        elif isinstance(held, list):
+            held.append(label)
+        elif len(held) < FEW_LABELS:
+            self._labels[label.decision] = (*held, label)
+        else:
+            self._labels[label.decision] = [*held, label]
+
     def _show_label(self, label: Label) -> None:
         if self._let_go(label.decision):
             return  # waited hidden while its decision was let go
-        self._labels[label.decision].append(label)
+        self._file_label(label)
         d = self._winner.get(label.decision)
         if d is None:
             self._orphans.add(label.decision)

@@ -15,7 +15,7 @@ import shutil
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -28,7 +28,10 @@ from daemon.ingest import Ingester
 from daemon.modelkeeper import LiveFeed
 from daemon.simulate import simulate
 from daemon.store import Store
+from scorers.live import LiveModel, Stub
+from scorers.live.records import PACKED_LAYOUT, Packed
 from tests.daemon_harness import daemon, stop, wait_for, write_config
+from tests.helpers import ev
 
 CONFIG = Config()
 
@@ -150,6 +153,26 @@ def test_a_loaded_model_holds_each_record_and_its_time_once(world: World) -> Non
     assert len(indexed) > 100 and previous
     assert all(id(e) in held for e in indexed)
     assert all(id(t) in times for t in previous)
+
+
+def test_a_loaded_model_holds_packed_decisions_sharing_their_shapes(world: World) -> None:
+    """The columns bring decisions back as the model holds them: packed, decisions with equal shapes sharing one."""
+    running = world.fed()
+    modelcache.save(running, world.cache, world.store.store_id())
+    loaded = modelcache.load(world.cache, CONFIG, world.store)
+    assert loaded is not None
+    decisions = [r for r in loaded.model.records() if not isinstance(r, Stub)]
+    assert decisions and all(type(r) is Packed for r in decisions)
+    shapes = [tuple.__getitem__(r, PACKED_LAYOUT.index("shape")) for r in decisions]
+    assert len({id(s) for s in shapes}) == len(set(shapes)) < len(decisions)
+
+
+def test_records_of_a_class_the_columns_do_not_know_are_refused() -> None:
+    """A record the columns have no place for would be left out of the file: writing it fails instead."""
+    packed = LiveModel(CONFIG)
+    packed.add_events([ev("d1", datetime(2026, 5, 1, tzinfo=UTC), line=1)])
+    with pytest.raises(TypeError, match="records other than"):
+        modelcache.pack_records([*packed.records(), ev("d2", datetime(2026, 5, 1, tzinfo=UTC), line=2)])
 
 
 def test_a_cache_the_change_feed_was_pruned_past_is_refused(world: World, caplog: pytest.LogCaptureFixture) -> None:

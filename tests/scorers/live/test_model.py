@@ -14,6 +14,7 @@ builds it again from the records, and a reload that changes only what summing re
 from __future__ import annotations
 
 import io
+import sys
 from collections.abc import Callable, Collection
 from dataclasses import replace
 from datetime import timedelta
@@ -539,6 +540,38 @@ def test_only_the_touched_agent_is_re_evaluated() -> None:
     after = model.evaluate(_at(2))
     assert model.evaluated == 1
     assert after["24h"].agents["agent3"].decisions == 51
+
+
+def test_values_repeated_across_records_are_held_once() -> None:
+    """A source cited by several decisions in different combinations is one object in the model, and so are the
+    labels' equal values (each record arrives with strings of its own, as from a parser)."""
+    model = LiveModel(CFG)
+    model.add_events([ev("a", _at(-5), text="see [source:docs/a.md] and Issue #4", line=1),
+                      ev("b", _at(-4), text="see [source:docs/a.md]", line=2)])
+    model.add_labels([Label(_at(-3), "a", "".join(["do", "wn"]), "rev1", "labels/r.jsonl", 1),
+                      Label(_at(-2), "b", "".join(["do", "wn"]), "rev2", "labels/r.jsonl", 2)])
+    model.evaluate(T0)
+    held = {r.id: r for r in model.records()}
+    cited = [next(c for c in held[d].citations if c.type == "path") for d in ("a", "b")]
+    assert cited[0] == cited[1] and cited[0] is cited[1]
+    (la,), (lb,) = model.visible_labels("a"), model.visible_labels("b")
+    assert la.value is lb.value
+
+
+def test_labels_on_a_decision_keep_their_order_and_cost_a_tuple_while_few() -> None:
+    """A decision's labels in arrival order however many come (held as a tuple while few, then as a list), and one
+    label costs no more than a tuple of one (most decisions carry one or none)."""
+    model = LiveModel(CFG)
+    model.add_events([ev("a", _at(-50), line=1), ev("b", _at(-50), line=2)])
+    model.evaluate(T0)  # from here on labels are shown as they arrive
+    many = [Label(_at(-40 + i), "a", "down" if i % 2 else "up", f"rev{i}", "labels/r.jsonl", 10 + i) for i in range(20)]
+    model.add_labels(many[:3])
+    model.add_labels([Label(_at(-45), "b", "up", "rev1", "labels/r.jsonl", 5)])
+    model.evaluate(_at(1))
+    model.add_labels(many[3:])
+    model.evaluate(_at(2))
+    assert model.visible_labels("a") == many
+    assert sys.getsizeof(model._labels["b"]) <= sys.getsizeof(("one",))
 
 
 def _e(id: str, m: int, text: str = "All good.", line: int = 0, **fields: Any) -> Event:

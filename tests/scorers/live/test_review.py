@@ -12,13 +12,14 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 
-from collectors.records import Event
+from collectors.records import Event, Label
 from scorers.context import Context
 from scorers.live import LiveModel
 from scorers.lookups import current_labels
-from scorers.progress import tally
+from scorers.progress import LabelTally, tally
 from scorers.score import evaluate_window
-from tests.scorers.live.test_model import EVICTION_OPS, EVICTION_STEPS, _small_blocks, run_steps, steps
+from tests.helpers import T0, ev
+from tests.scorers.live.test_model import CFG, EVICTION_OPS, EVICTION_STEPS, _at, _small_blocks, run_steps, steps
 
 __all__ = ["_small_blocks"]  # the autouse fixture of test_live, so the same blocks and eviction apply here
 
@@ -49,3 +50,22 @@ def test_review_answers_equal_the_pure_evaluation(program: list[tuple[Any, ...]]
 @given(steps(EVICTION_OPS, EVICTION_STEPS, tied=1))
 def test_review_answers_hold_while_records_are_let_go(program: list[tuple[Any, ...]]) -> None:
     run_steps(program, check=check_review)
+
+
+def test_the_label_tally_follows_labels_and_the_records_they_name() -> None:
+    """The tally is kept between evaluations: it changes when a label comes, when the record a label names arrives
+    after it, and when that record goes (a brief deleted)."""
+    model = LiveModel(CFG)
+    model.add_events([ev("a", _at(-50), agent="ada", line=1)])
+    model.evaluate(T0)
+    assert model.label_tally() == {}
+    model.add_labels([Label(_at(-40), "a", "up", "rev1", "labels/r.jsonl", 1),
+                      Label(_at(-40), "briefs/b.md", "down", "rev1", "labels/r.jsonl", 2)])
+    model.evaluate(_at(1))
+    assert model.label_tally() == {"ada": LabelTally(1, 1, 0)}
+    model.add_events([ev("briefs/b.md", _at(-45), agent="bo", kind="brief", path="briefs/b.md", markdown=True)])
+    model.evaluate(_at(2))  # the label on b waited for its record
+    assert model.label_tally() == {"ada": LabelTally(1, 1, 0), "bo": LabelTally(1, 0, 1)}
+    model.replace_document("briefs/b.md", [])
+    model.evaluate(_at(3))
+    assert model.label_tally() == {"ada": LabelTally(1, 1, 0)}
