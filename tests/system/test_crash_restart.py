@@ -36,7 +36,9 @@ def _line(i: int, ts: datetime) -> str:
                        "text": f"late decision {i}"}) + "\n"
 
 
-def test_a_daemon_sigkilled_after_a_periodic_write_restarts_from_the_cache(tmp_path: Path) -> None:
+def _writing_every_second(tmp_path: Path) -> tuple[Path, datetime, Path, Path, Path]:
+    """A simulated state (three agents, two days), a clock file at its end and a config that rescores and writes
+    the model cache every second: (state root, its end, clock file, config, db)."""
     root = tmp_path / "state"
     simulate(5, root, agents=3, days=2, start=START, events_per_day=60)
     end = START + timedelta(days=2)
@@ -44,7 +46,11 @@ def test_a_daemon_sigkilled_after_a_periodic_write_restarts_from_the_cache(tmp_p
     clock.write_text(format_ts(end))
     config = write_config(tmp_path / "config.toml", rescore="1s")
     config.write_text(config.read_text().replace("[daemon]\n", '[daemon]\ncache_every = "1s"\n', 1))
-    db = tmp_path / "honestyd.db"
+    return root, end, clock, config, tmp_path / "honestyd.db"
+
+
+def test_a_daemon_sigkilled_after_a_periodic_write_restarts_from_the_cache(tmp_path: Path) -> None:
+    root, end, clock, config, db = _writing_every_second(tmp_path)
     cache = modelcache.path_for(db)
     log = re.compile(r"model cache \S+ written: .* by a forked writer")
     with daemon(tmp_path, root, config=config, clock_file=clock, db=db) as d:
@@ -79,14 +85,7 @@ def test_a_model_unchanged_since_the_last_write_is_not_written_again(tmp_path: P
     """A write a second: a line applied makes the next one; the stop after it finds the model as that write left it
     and keeps the file (it used to pickle the whole model once more), which the next start loads. The periodic
     write's skip is tests/daemon/test_cachewriter.py's."""
-    root = tmp_path / "state"
-    simulate(5, root, agents=3, days=2, start=START, events_per_day=60)
-    end = START + timedelta(days=2)
-    clock = tmp_path / "now.txt"
-    clock.write_text(format_ts(end))
-    config = write_config(tmp_path / "config.toml", rescore="1s")
-    config.write_text(config.read_text().replace("[daemon]\n", '[daemon]\ncache_every = "1s"\n', 1))
-    db = tmp_path / "honestyd.db"
+    root, end, clock, config, db = _writing_every_second(tmp_path)
     cache = modelcache.path_for(db)
     forked = re.compile(r"model cache \S+ written: .* by a forked writer")
     with daemon(tmp_path, root, config=config, clock_file=clock, db=db) as d:
