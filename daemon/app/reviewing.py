@@ -95,6 +95,7 @@ class Reviewing(Watching):
             self._review_pending[parsed.id] = parsed
             written.append(parsed)
         self._refold()
+        self._publish_reviews()  # /metrics counts what the API lists from here on, not after the changelog's write
         self._on_path(REVIEWS_FILE)
         await run_in(self.executors.model, self._write_changelog,
                      list(changelog_entries(self.queue, {e.id for e in written})))
