@@ -188,6 +188,11 @@ def _classified(target: str, repo: str) -> tuple[Citation, ...]:
     return _classify_remembered(target, repo) if len(target) <= _REMEMBERED_CHARS else _classify(target, repo)
 
 
+def _url_classified(url: str) -> tuple[Citation, ...]:
+    """The citations of a bare URL in prose, remembered for short ones (as :func:`_classified`)."""
+    return _url_remembered(url) if len(url) <= _REMEMBERED_CHARS else _url_citations(url)
+
+
 def _classify(target: str, repo: str) -> tuple[Citation, ...]:
     target = target.strip()
     if not target:
@@ -236,7 +241,7 @@ def extract(text: str, entries: Iterable[str], repo: str) -> tuple[Citation, ...
         for m in _BARE_URL.finditer(_LINK.sub("", untagged) if bracket else text):
             url = m.group(0).rstrip(_URL_TRAILING)
             if url:
-                found.extend(_url_remembered(url) if len(url) <= _REMEMBERED_CHARS else _url_citations(url))
+                found.extend(_url_classified(url))
     if "#" in text:
         # Run and issue forms count anywhere, link labels and tag targets included (linear: see _text_forms).
         for m in _text_forms(text):

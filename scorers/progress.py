@@ -36,7 +36,7 @@ class LabelTally:
 
 def tally(labelled: Iterable[tuple[str, Sequence[Label]]]) -> dict[str, LabelTally]:
     """Per agent, from (agent, the current labels on one of its decisions) pairs: one per labelled decision."""
-    counts: dict[str, list[int]] = {}  # ints, one tally made per agent: the daemon tallies at every evaluation
+    counts: dict[str, list[int]] = {}  # ints, one LabelTally made per agent: a tally walks every label the model holds
     for agent, labels in labelled:
         if not labels:
             continue
