@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 
 from collectors.safeopen import RefusedFile, open_for_reading
 from collectors.sources import LOGS
@@ -41,6 +42,12 @@ class LogTailing(IngestState):
                 drained = self._read(old, cursor, source, stats)
                 if seen is not None:
                     self.losses.remember(rel, drained)
+        if cursor is not None and moved and old is None and info is not None and self._same_log(info, cursor):
+            # The bytes read are all there under a new inode: a state copied or restored, or a writer that saves the
+            # whole log through a temporary file. Read on from the cursor; a new generation would store every line
+            # again (each a duplicate of its id: spec 1.1 drops them, the store would hold them twice).
+            log.info("%s: the same log under a new inode; reading on after line %d", rel, cursor.line)
+            cursor, moved, old = replace(cursor, dev=info.dev, ino=info.ino), False, info.abspath
         if seen is not None and (seen.generations or seen.moved_to):
             self.losses.count(rel, seen, info, cursor, old)
         if info is None:
@@ -51,6 +58,19 @@ class LogTailing(IngestState):
             cursor = new_cursor(rel, info.dev, info.ino)
         self._read(info.abspath, cursor, source, stats)
         return stats
+
+    @staticmethod
+    def _same_log(info: FileInfo, cursor: Cursor) -> bool:
+        """True iff the file ``info`` names holds what ``cursor`` read of another inode (head and marker match)."""
+        if cursor.offset == 0:
+            return False  # nothing read: nothing to recognise it by, and nothing to store twice
+        try:
+            f = open_for_reading(info.abspath)
+        except OSError:  # gone, or no longer a regular file
+            return False
+        with f:
+            st = os.fstat(f.fileno())
+            return (st.st_dev, st.st_ino) == (info.dev, info.ino) and matches(f.fileno(), cursor)
 
     def _rotated_copy(self, rel: str, cursor: Cursor) -> str | None:
         """Where the cursor's file now lives under another name (rename rotation), if it may be drained as ``rel``."""

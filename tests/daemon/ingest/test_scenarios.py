@@ -529,6 +529,45 @@ def test_new_log_reusing_a_deleted_logs_inode_is_read_once(st: State, old_conten
     assert st.count("rejects") == 0
 
 
+@pytest.mark.parametrize("how", ["copied", "saved-whole", "rewritten"])
+@pytest.mark.parametrize("restarts", [False, True], ids=["running", "stopped"])
+def test_the_same_log_under_a_new_inode_is_read_on_not_again(st: State, how: str, restarts: bool) -> None:
+    """A state copied or restored (cp, rsync, a backup: every file a new inode), or a writer that saves its whole
+    log through a temporary file and a rename: the bytes read are all there, so only the lines after them are
+    read. A new inode whose bytes differ where the cursor looks (same head, another last line read) is a new
+    generation, read whole."""
+    log, tmp = st.path(HB), st.path("heartbeats/.cooper.tmp")  # not a source: no .jsonl
+    append(log, BOOT, ev("e2"), ev("e3"))
+    st.scan()
+    old_ino = log.stat().st_ino
+    if restarts:
+        st.restart()
+    if how == "rewritten":
+        append(tmp, BOOT, ev("e2"), ev("x3"), ev("e4"))
+    else:
+        shutil.copyfile(log, tmp)
+        if how == "saved-whole":
+            append(tmp, ev("e4"))
+    os.replace(tmp, log)
+    assert log.stat().st_ino != old_ino
+    if how == "copied":
+        append(log, ev("e4"))
+    if restarts:
+        st.restart()
+    st.scan()
+    st.scan()
+    boot = hash_id(BOOT)
+    first = [(0, 1, boot), (0, 2, "e2"), (0, 3, "e3")]
+    if how == "rewritten":
+        assert st.rows() == [*first, (1, 1, boot), (1, 2, "e2"), (1, 3, "x3"), (1, 4, "e4")]
+    else:
+        assert st.rows() == [*first, (0, 4, "e4")]
+    cursor = st.store.cursor(HB)
+    assert cursor is not None
+    assert (cursor.ino, cursor.offset) == (log.stat().st_ino, log.stat().st_size)
+    assert st.count("rejects") == 0
+
+
 # --- 9. two files with the same head
 
 
