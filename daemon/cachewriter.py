@@ -127,14 +127,22 @@ class CacheWrites:
     def holds(self, feed: LiveFeed, path: Path) -> bool:
         """True if ``path`` is still the cache this run last wrote, of ``feed`` with its marks and config as they are
         now: the model has applied nothing since, so writing it again at a stop would give the next start no more."""
+        return self.behind(feed, path) == 0
+
+    def behind(self, feed: LiveFeed, path: Path) -> int | None:
+        """How many store rows (events, labels, checks, changes) ``feed`` applied since the cache this run last
+        wrote, if ``path`` is still that cache, of this very feed under its config now: a start from it catches
+        them up from the store. None when it is not (none written, another file, another model or config)."""
         if self._on_disk is None:
-            return False
+            return None
         writer, identity = self._on_disk
         try:
             same_file = _identity(path) == identity
         except OSError:
-            return False
-        return same_file and writer.feed is feed and writer.marks == feed.marks and writer.config == feed.config
+            return None
+        if not (same_file and writer.feed is feed and writer.config == feed.config):
+            return None
+        return sum(now - then for now, then in zip(feed.marks, writer.marks, strict=True))
 
     async def stop(self) -> None:
         """End a write under way and wait until its child is reaped (a clean stop then writes the cache itself)."""

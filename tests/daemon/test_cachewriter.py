@@ -92,17 +92,23 @@ def test_a_cache_that_holds_the_model_as_it_is_is_not_written_again(world: World
     assert writes.holds(feed, world.cache)
     assert not asyncio.run(writes.write(keeper, config, world.store))
     assert (world.cache.stat().st_ino, world.cache.stat().st_mtime_ns) == identity
+    assert writes.behind(feed, world.cache) == 0
+    before = feed.marks
     world.change_everything()
     world.fed(feed)  # records applied: the marks moved
     assert not writes.holds(feed, world.cache)
+    assert writes.behind(feed, world.cache) == sum(feed.marks) - sum(before) > 0
     assert asyncio.run(writes.write(keeper, config, world.store))
     assert writes.holds(feed, world.cache)
     reweighted = replace(CONFIG, scoring=replace(CONFIG.scoring, min_decisions=CONFIG.scoring.min_decisions + 1))
     assert feed.adopt(reweighted)  # outcomes stay right, but a cache of the old config would be refused
     assert not writes.holds(feed, world.cache)
+    assert writes.behind(feed, world.cache) is None
     feed.adopt(CONFIG)
     assert writes.holds(feed, world.cache)
     world.cache.write_bytes(world.cache.read_bytes())  # another file in its place
     assert not writes.holds(feed, world.cache)
+    assert writes.behind(feed, world.cache) is None
     assert not writes.holds(world.fed(), world.cache)  # another model
+    assert writes.behind(world.fed(), world.cache) is None
     keeper.executor.shutdown()

@@ -103,3 +103,33 @@ def test_a_model_unchanged_since_the_last_write_is_not_written_again(tmp_path: P
         assert re.search(r"model cache \S+ loaded in", warm.logs()), warm.logs()
         assert "late-1" in warm.get("/v1/agents/ada/audit?window=24h")[1]
         assert stop(warm)[0] == 0
+
+
+def test_a_stop_keeps_a_cache_a_few_rows_behind_and_the_next_start_catches_them_up(tmp_path: Path) -> None:
+    """The cache written after the start's catch-up, then a few lines applied: the stop keeps that file (a start
+    catches the lines up as after SIGKILL) instead of pickling the whole model again, and the start from it scores
+    what a start from the store alone scores."""
+    root, end, clock, config, db = _writing_every_second(tmp_path)
+    config.write_text(config.read_text().replace('cache_every = "1s"', 'cache_every = "1h"', 1))
+    cache = modelcache.path_for(db)
+    with daemon(tmp_path, root, config=config, clock_file=clock, db=db) as d:
+        wait_for(lambda: re.search(r"model cache \S+ written: .* by a forked writer", d.logs()), 20,
+                 "the cache written after the start's catch-up")
+        written = cache.stat().st_ino, cache.stat().st_mtime_ns
+        with (root / "heartbeats" / "ada.jsonl").open("a") as f:
+            f.writelines(_line(i, end - timedelta(minutes=10 - i)) for i in range(3))
+        wait_for(lambda: "late-2" in d.get("/v1/agents/ada/audit?window=24h")[1], 20, "the lines scored")
+        assert stop(d)[0] == 0
+        kept = re.search(r"model cache \S+ kept: the next start catches up the (\d+) rows", d.logs())
+        assert kept is not None and int(kept.group(1)) >= 3, d.logs()
+    assert (cache.stat().st_ino, cache.stat().st_mtime_ns) == written
+    with daemon(tmp_path, root, config=config, clock_file=clock, db=db) as warm:
+        assert re.search(r"model cache \S+ loaded in", warm.logs()), warm.logs()
+        wait_for(lambda: "late-2" in warm.get("/v1/agents/ada/audit?window=24h")[1], 20, "the lines caught up")
+        from_cache = _scores(warm)
+        assert stop(warm)[0] == 0
+    cache.unlink()
+    with daemon(tmp_path, root, config=config, clock_file=clock, db=db) as cold:
+        assert not re.search(r"model cache \S+ loaded in", cold.logs())
+        assert _scores(cold) == from_cache
+        assert stop(cold)[0] == 0
