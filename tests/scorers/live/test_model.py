@@ -523,6 +523,46 @@ def test_sorted_by_key_is_the_sort_key_order(items: list[tuple[int, str, int, in
     assert live.sorted_by_key(records) == sorted(records, key=sort_key)
 
 
+def _indexes(model: LiveModel) -> dict[str, Any]:
+    """What the rules read from a model's indexes, and its winners, by value (two models hold equal records, not the
+    same ones)."""
+    def orders(records: Any) -> list[Any]:
+        return sorted(r.order for r in records)
+
+    agents = {agent: (a.events, a.counts, a.awaiting, a.labelled, a.prefix.tolist(),
+                      [(an.times, an.sorted_times, an.decisions, an.contributions) for an in a.anchored])
+              for agent, a in model._agents.items()}
+    return {"agents": agents, "state_times": model._state_times, "prompted_times": model._prompted_times,
+            "prompts": {k: g for k, g in model._prompts.items() if g},
+            "by_path": {k: orders(b.values()) for k, b in model._by_path.items() if b},
+            "signals": orders(model._signal_claims.values()), "winners": model._winner,
+            "shadowed": {k: orders(v) for k, v in model._shadowed.items()}, "documents": model._documents,
+            "hidden": orders(h[2] for h in model._hidden)}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_rebuild_indexes_what_showing_the_records_one_by_one_does(data: st.DataObject) -> None:
+    """A rebuild (the first evaluation, or the clock gone back) shows its records in (time, read order) and appends
+    each to the indexes without a search (``_show_last``); a model that shows the same records one by one as they
+    arrive, each searched into place, ends with the same indexes, counts and windows. Ids repeat (a later record of
+    an id, in time, can come first in read order and take the winner's place) and Markdown decisions are among
+    them."""
+    lines = _Lines()
+    events = data.draw(st.lists(heartbeat(lines), max_size=40))
+    for path in data.draw(st.lists(st.sampled_from(["briefs/b1.md", "findings/f1.md"]), unique=True)):
+        events += data.draw(document(path))
+    at = _at(data.draw(st.sampled_from(ANCHORS)))
+    rebuilt = LiveModel(CFG)
+    rebuilt.add_events(events)
+    windows = rebuilt.evaluate(at)
+    one_by_one = LiveModel(CFG)
+    one_by_one.evaluate(at)
+    one_by_one.add_events(events)
+    assert {n: to_json(w) for n, w in one_by_one.evaluate(at).items()} == {n: to_json(w) for n, w in windows.items()}
+    assert _indexes(rebuilt) == _indexes(one_by_one)
+
+
 def test_model_with_no_records_lists_no_agent() -> None:
     model = LiveModel(CFG)
     assert all(not w.agents for w in model.evaluate(T0).values())
