@@ -17,7 +17,7 @@ from collectors.citations import Citation
 from collectors.records import CheckResult, Event, Label, Order
 from collectors.rfc3339 import from_us
 from scorers.live.base import DAWN, ModelState
-from scorers.live.records import Record, Stub, order_of, pack, reduce_text
+from scorers.live.records import Packed, Record, Stub, order_of, pack, reduce_text
 from scorers.lookups import take_check
 
 #: Labels on one decision id held as a tuple up to this many, then as a list.
@@ -77,6 +77,13 @@ class Visibility(ModelState):
         watch = self._may_have_let_go() and not self._readmitting
         arrived: list[Record] = []
         recalled: set[str] = set()
+        if self._fresh and not watch:  # a load: every record waits for the first evaluation's sort
+            loaded, documents = self._loaded, self._documents
+            for e in records:
+                if e.line is None and isinstance(e, Event):
+                    documents.setdefault(e.path, []).append(e)
+                loaded.append(e)
+            return
         for e in records:
             if watch:
                 arrived.append(e)
@@ -160,6 +167,7 @@ class Visibility(ModelState):
         text repeated nearby is reduced once. Their citations likewise."""
         share = self._shared.setdefault
         decision_kinds = self._decision_kinds
+        new = tuple.__new__
         shapes: dict[Sequence[Any], tuple[Any, ...]] = {}
         cited: dict[tuple[tuple[str, str], ...], tuple[Citation, ...]] = {}
         for r, pairs in rows:
@@ -183,8 +191,9 @@ class Visibility(ModelState):
                         cited.clear()
                     found = cited[key] = self._share_citations(tuple(Citation(*p) for p in pairs))
                 citations = found
-            yield pack(r[1], from_us(r[2]), share(r[3], r[3]), kind, path, share(line or None, line or None),
-                       share(r[7], r[7]), citations, shape)
+            line = line or None
+            yield new(Packed, (r[1], from_us(r[2]), share(r[3], r[3]), kind, path, share(line, line), share(r[7], r[7]),
+                               citations, shape))  # pack's tuple, made here: this runs for every row
 
     def _share_citations(self, citations: tuple[Citation, ...]) -> tuple[Citation, ...]:
         """``citations`` held once, and each citation in them held once: most decisions cite sources other decisions
@@ -202,10 +211,11 @@ class Visibility(ModelState):
         model holds the decision (a rebuild adds every label again once the decisions are in). Not its line number:
         a reviewer's labels mostly come from one file, so each has a number of its own."""
         share = self._shared.setdefault
-        known = self._winner.get(label.decision)
-        return label._replace(decision=label.decision if known is None else known.id,
-                              value=share(label.value, label.value), reviewer=share(label.reviewer, label.reviewer),
-                              path=share(label.path, label.path))
+        ts, decision, value, reviewer, path, line, generation, note = label
+        known = self._winner.get(decision)
+        # Made whole rather than by _replace (a Python-level rebuild of the tuple): a rebuild slims every label again.
+        return Label(ts, decision if known is None else known.id, share(value, value), share(reviewer, reviewer),
+                     share(path, path), line, generation, note)
 
     def _arrive(self, e: Record) -> None:
         if self._fresh:

@@ -506,6 +506,20 @@ def test_vocabulary_finds_exactly_the_matching_phrases(parts: list[str]) -> None
     assert Vocabulary(vocabulary).found(text) == sorted(p for p in vocabulary if phrases.matches(text, p))
 
 
+def test_vocabulary_finds_each_phrase_alone_in_a_text() -> None:
+    """Each phrase of the configured vocabulary, alone in a text (most phrases contain no other): found, with exactly
+    the phrases that match there. ``found`` first asks whether any phrase is in the text at all, as plain text; a
+    phrase that question left out would be passed over here."""
+    ph = Phrases()
+    vocabulary = [*ph.reason, *ph.alternatives, *ph.gap, *ph.acknowledgement, *(s.phrase for s in CFG.signals)]
+    for p in vocabulary:
+        for text in (p, f"Note: {p.upper()}.", f"x{p}", f"{p}_"):
+            expected = sorted({q.lower() for q in vocabulary if phrases.matches(text, q)})
+            assert Vocabulary(vocabulary).found(text) == expected, (p, text)
+            if text == p:
+                assert p.lower() in expected
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 4), st.sampled_from(["a.jsonl", "b.jsonl", "docs/c.md"]), st.integers(0, 2),
                           st.integers(1, 5)), max_size=30))
