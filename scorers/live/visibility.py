@@ -24,7 +24,7 @@ from scorers.lookups import take_check
 FEW_LABELS = 8
 #: Raw shapes (and citation lists) :meth:`Visibility.add_rows` remembers at most: a text repeated in nearby rows is
 #: reduced once, and what is remembered stays small.
-RAW_HELD = 16_384
+RAW_HELD = 8_192
 #: What the store holds under some ids: every event with one of them, every label on one of them.
 Lookup = Callable[[Collection[str]], tuple[list[Event], list[Label]]]
 
