@@ -113,8 +113,8 @@ class LiveFeed:
             # With a lookup, should an id read share its 64-bit hash with one let go. An id goes with all its
             # records: an old record whose id is also on a newer one is read (events_up_to's newer_than).
             lookup = functools.partial(_stored_under, store)
-            rows = store.events_up_to(marks[0], newer_than=horizon)
-            self.model.add_events(gcpolicy.frozen_as_read((e for _, e in rows), freeze_every), lookup)
+            rows = store.event_rows_up_to(marks[0], newer_than=horizon)
+            self.model.add_rows(gcpolicy.frozen_as_read(rows, freeze_every), lookup)
             self._heartbeat_top = store.heartbeat_top(marks[0])
             labels = (label for rowid, label in store.labels_since(0) if rowid <= marks[1])
             self.model.add_labels(gcpolicy.frozen_as_read(labels, freeze_every))

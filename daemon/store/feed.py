@@ -12,7 +12,8 @@ from datetime import datetime
 
 from collectors.records import Event, Label
 from collectors.rfc3339 import from_us, to_us
-from daemon.store.queries import Queries
+from daemon.store.queries import CitationPair, Queries
+from daemon.store.rows import ReadRow
 
 
 class Feed(Queries):
@@ -112,11 +113,21 @@ class Feed(Queries):
         """(rowid, event) of the events with rowid ≤ ``upto``, in rowid order, streamed (a model's load). With
         ``newer_than``: only those dated after it, or sharing an id with one that is (an id goes with all its
         records: see :meth:`ids_only_before`)."""
+        return self._select_events(*self._up_to(upto, newer_than))
+
+    def event_rows_up_to(self, upto: int, *, newer_than: datetime | None = None
+                         ) -> Iterator[tuple[ReadRow, list[CitationPair]]]:
+        """The events of :meth:`events_up_to` as rows and their citations (see :meth:`_select_rows`): a model's
+        load builds its own records from them, without an Event per row in between."""
+        return self._select_rows(*self._up_to(upto, newer_than))
+
+    @staticmethod
+    def _up_to(upto: int, newer_than: datetime | None) -> tuple[str, list[int]]:
+        """The condition and parameters of :meth:`events_up_to`."""
         if newer_than is None:
-            return self._select_events("e.rowid <= ?", [upto])
+            return "e.rowid <= ?", [upto]
         cut = to_us(newer_than)
-        return self._select_events("e.rowid <= ? AND (e.ts_us > ? OR e.id IN (SELECT id FROM events WHERE ts_us > ?))",
-                                   [upto, cut, cut])
+        return "e.rowid <= ? AND (e.ts_us > ? OR e.id IN (SELECT id FROM events WHERE ts_us > ?))", [upto, cut, cut]
 
     def events_between(self, after: int, upto: int) -> Iterator[tuple[int, Event]]:
         """(rowid, event) of the events with ``after`` < rowid ≤ ``upto``, in rowid order (a model's sync)."""

@@ -13,7 +13,10 @@ from collectors.rfc3339 import from_us, to_us
 from collectors.tail import Cursor
 from daemon.config import COMPONENTS
 from daemon.store.connection import Connection
-from daemon.store.rows import EVENT_COLUMNS, IndexRow, StoredStat, event_of, index_row_of
+from daemon.store.rows import READ_COLUMNS, IndexRow, ReadRow, StoredStat, event_of, index_row_of
+
+#: A citation as read: (type, target).
+CitationPair = tuple[str, str]
 
 
 class Queries(Connection):
@@ -100,28 +103,35 @@ class Queries(Connection):
         return [e for _, e in self._select_events(f"e.line = 0 OR e.kind IN ({kinds})", decisions_only)]
 
     def _select_events(self, where: str = "", params: Sequence[Any] = ()) -> Iterator[tuple[int, Event]]:
-        """(rowid, event) of the stored events matching ``where`` (SQL over alias ``e``), in rowid order.
+        """(rowid, event) of the stored events matching ``where`` (SQL over alias ``e``), in rowid order, streamed."""
+        for r, cites in self._select_rows(where, params):
+            yield r[0], event_of(r, [Citation(kind, target) for kind, target in cites])
+
+    def _select_rows(self, where: str = "", params: Sequence[Any] = ()) -> Iterator[tuple[ReadRow, list[CitationPair]]]:
+        """(row, citations) of the stored events matching ``where`` (SQL over alias ``e``), in rowid order: the row as
+        :data:`~daemon.store.rows.ReadRow` (read past its end, it holds the first citation's columns), and the
+        (type, target) of each citation in order.
 
         Streams: one join with the citations, grouped as it goes, so a million events never sit in memory
         twice (the daemon's model slims each one as it arrives).
         """
         sql = (
-            f"SELECT e.rowid, {', '.join('e.' + c.strip() for c in EVENT_COLUMNS.split(','))}, c.type, c.target"
+            f"SELECT e.rowid, {', '.join('e.' + c.strip() for c in READ_COLUMNS.split(','))}, c.type, c.target"
             " FROM events e LEFT JOIN citations c"
             " ON c.path = e.path AND c.generation = e.generation AND c.line = e.line"
             f"{' WHERE ' + where if where else ''} ORDER BY e.rowid, c.seq"
         )
-        current: tuple[Any, ...] | None = None
-        cites: list[Citation] = []
+        current: ReadRow | None = None
+        cites: list[CitationPair] = []
         for r in self.conn.execute(sql, list(params)):
             if current is None or r[0] != current[0]:
                 if current is not None:
-                    yield current[0], event_of(current, cites)
+                    yield current, cites
                 current, cites = r, []
             if r[15] is not None:
-                cites.append(Citation(r[15], r[16]))
+                cites.append(r[15:17])
         if current is not None:
-            yield current[0], event_of(current, cites)
+            yield current, cites
 
     def labels(self) -> list[Label]:
         """Every stored label."""

@@ -57,13 +57,20 @@ EVENT_COLUMNS = (
 )
 
 
-def event_of(r: tuple[Any, ...], cites: list[Citation]) -> Event:
-    """An event from a row of ``rowid`` followed by the event columns."""
-    return Event(
-        id=r[4], ts=from_us(r[5]), agent=r[6], kind=r[7], path=r[1], line=r[3] or None, generation=r[2],
-        thread=r[8], text=r[9], citations=tuple(cites), prompt=r[10], reason=r[11],
-        alternatives=from_json_list(r[12]), subject=from_json_list(r[13]), corrects=r[14],
-    )
+#: The ``events`` columns a reader selects, after the rowid: Event's fields in Event's order, its citations aside (they
+#: come from their own table). What :func:`event_of` reads, and what the live model builds its records from without an
+#: Event in between (scorers/live/visibility.py ``add_rows``).
+READ_COLUMNS = (
+    "id, ts_us, agent, kind, path, line, thread, text, prompt, reason, alternatives, subject, corrects, generation"
+)
+#: A row as read: the rowid, then :data:`READ_COLUMNS`.
+ReadRow = tuple[Any, ...]
+
+
+def event_of(r: ReadRow, cites: list[Citation]) -> Event:
+    """An event from a row of ``rowid`` followed by :data:`READ_COLUMNS`."""
+    return Event(r[1], from_us(r[2]), r[3], r[4], r[5], r[6] or None, r[7], r[8], tuple(cites), r[9], r[10],
+                 from_json_list(r[11]), from_json_list(r[12]), r[13], r[14])
 
 
 #: One ``events`` row in :data:`EVENT_COLUMNS` order, and one ``citations`` row.

@@ -147,6 +147,38 @@ class Indexing(ModelState):
             self._dirty[id(e)] = e
             self._touch_neighbours(e, a)
 
+    def _index_last(self, e: Record) -> None:
+        """:meth:`_index` in a rebuild (``_bulk``), for a winner that sorts after every one indexed (by
+        :func:`~scorers.lookups.sort_key`): it goes at the end of every index, no search. No prefix sum is dropped:
+        the rebuild's agents hold none yet (their first sums come after the rules ran for every decision)."""
+        kind = e.kind
+        if kind in self._state_kinds:
+            self._state_times.append(e.ts)
+        if isinstance(e, Stub) or (e.line is not None and kind not in self._decision_kinds):
+            return  # not a decision: in no other index
+        plan = self.plan
+        a = self._agents.get(e.agent)
+        if a is None:
+            a = self._agents[e.agent] = Agent(plan.zero, len(plan.anchored), len(plan.follow_ups))
+            a.version = next(self._seq)
+        a.events.append(e)
+        a.counts.append(plan.zero)
+        for an in a.anchored:
+            an.times.append(None)
+        if plan.replies and e.id in self._labels:
+            a.labelled[e.id] = max(lb.ts for lb in self._labels[e.id])
+        if plan.follow_ups:
+            for (_, _, awaits), waiting in zip(plan.follow_ups, a.awaiting, strict=True):
+                if awaits is None or awaits(e, self):
+                    waiting.append(e)
+        prompt = e.prompt
+        if prompt is not None:
+            key = self._prompt_key(prompt)
+            if key is not None:
+                self._prompted_times.append(e.ts)
+                self._prompts[(e.agent, key)].append(e)
+        self._index_paths(e, add=True)
+
     def _unindex(self, e: Record) -> None:
         """Take a winner out of the indexes, and mark what its going can change."""
         if e.kind in self._state_kinds:

@@ -139,10 +139,7 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
         self.at = at
         self._bulk = True
         self._all_dirty = True
-        for e in sorted_by_key(e for e in events if e.ts <= at):
-            if isinstance(e, Event) and e.line is None:
-                self._documents.setdefault(e.path, []).append(e)
-            self._show(e)
+        self._show_sorted(sorted_by_key(e for e in events if e.ts <= at))
         for e in events:
             if e.ts > at:
                 if isinstance(e, Event) and e.line is None:

@@ -8,17 +8,23 @@ spec 1.1 makes the first record of an id in read order its winner, however old.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Collection, Iterable
+import json
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime
+from typing import Any
 
 from collectors.citations import Citation
 from collectors.records import CheckResult, Event, Label, Order
+from collectors.rfc3339 import from_us
 from scorers.live.base import DAWN, ModelState
-from scorers.live.records import Record, Stub, order_of, pack, reduce_text
+from scorers.live.records import Packed, Record, Stub, order_of, pack, reduce_text
 from scorers.lookups import take_check
 
 #: Labels on one decision id held as a tuple up to this many, then as a list.
 FEW_LABELS = 8
+#: Raw shapes (and citation lists) :meth:`Visibility.add_rows` remembers at most: a text repeated in nearby rows is
+#: reduced once, and what is remembered stays small.
+RAW_HELD = 8_192
 #: What the store holds under some ids: every event with one of them, every label on one of them.
 Lookup = Callable[[Collection[str]], tuple[list[Event], list[Label]]]
 
@@ -53,11 +59,32 @@ class Visibility(ModelState):
         ``lookup`` reads the store (committed, these records included): needed once the model has let records go,
         for a record whose id was among theirs (spec 1.1 makes the first in read order the winner, however old).
         """
+        self._add(map(self._slim, events), lookup)
+
+    def add_rows(self, rows: Iterable[tuple[Sequence[Any], Sequence[tuple[str, str]]]],
+                 lookup: Lookup | None = None) -> None:
+        """As :meth:`add_events`, for the events as the store's rows hold them (a load reads a million: this makes
+        the model's records straight from the rows, with no :class:`Event` per row in between).
+
+        Each row is (rowid, id, time in microseconds since the epoch, agent, kind, path, line (0 for a Markdown
+        decision), thread, text, prompt, reason, alternatives, subject, corrects, generation), alternatives and
+        subject as JSON arrays of strings, followed by its citations' (type, target) pairs; items past the row's
+        fifteenth are not read.
+        """
+        self._add(self._records_of(rows), lookup)
+
+    def _add(self, records: Iterable[Record], lookup: Lookup | None) -> None:
         watch = self._may_have_let_go() and not self._readmitting
         arrived: list[Record] = []
         recalled: set[str] = set()
-        for event in events:
-            e = self._slim(event)
+        if self._fresh and not watch:  # a load: every record waits for the first evaluation's sort
+            loaded, documents = self._loaded, self._documents
+            for e in records:
+                if e.line is None and isinstance(e, Event):
+                    documents.setdefault(e.path, []).append(e)
+                loaded.append(e)
+            return
+        for e in records:
             if watch:
                 arrived.append(e)
                 if self._let_go(e.id):
@@ -117,13 +144,56 @@ class Visibility(ModelState):
         if e.line is not None and e.kind not in self._decision_kinds:
             return Stub(e.id, e.ts, share(e.kind, e.kind), share(e.path, e.path), share(e.line, e.line),
                         e.generation)
-        text = e.text if self._vocabulary is None else reduce_text(e.text, self._vocabulary)
-        shape = (share(text, text), share(e.prompt, e.prompt), share(e.reason, e.reason),
-                 share(e.alternatives, e.alternatives), share(e.subject, e.subject), e.corrects, e.generation)
+        shape = self._shape(e.text, e.prompt, e.reason, e.alternatives, e.subject, e.corrects, e.generation)
         # Line numbers too: one int object per line number, not per event (most are above the small-int cache).
         return pack(e.id, e.ts, share(e.agent, e.agent), share(e.kind, e.kind), share(e.path, e.path),
-                    share(e.line, e.line), share(e.thread, e.thread), self._share_citations(e.citations),
-                    share(("shape", shape), shape))
+                    share(e.line, e.line), share(e.thread, e.thread), self._share_citations(e.citations), shape)
+
+    def _shape(self, text: str, prompt: str | None, reason: str | None, alternatives: tuple[str, ...],
+               subject: tuple[str, ...], corrects: str | None, generation: int) -> tuple[Any, ...]:
+        """The shared tuple of :data:`~scorers.live.records.SHAPE_FIELDS` of a decision, its text reduced."""
+        share = self._shared.setdefault
+        text = text if self._vocabulary is None else reduce_text(text, self._vocabulary)
+        shape = (share(text, text), share(prompt, prompt), share(reason, reason), share(alternatives, alternatives),
+                 share(subject, subject), corrects, generation)
+        found: tuple[Any, ...] = share(("shape", shape), shape)
+        return found
+
+    def _records_of(self, rows: Iterable[tuple[Sequence[Any], Sequence[tuple[str, str]]]]) -> Iterator[Record]:
+        """The records :meth:`_slim` makes of the events these rows hold (see :meth:`add_rows`).
+
+        Decisions that share their shape's raw values (text, prompt, reason, alternatives, subject, corrects and
+        generation, the row's items 8 to 14) share its slimmed tuple: those of the latest rows are remembered, so a
+        text repeated nearby is reduced once. Their citations likewise."""
+        share = self._shared.setdefault
+        decision_kinds = self._decision_kinds
+        new = tuple.__new__
+        shapes: dict[Sequence[Any], tuple[Any, ...]] = {}
+        cited: dict[tuple[tuple[str, str], ...], tuple[Citation, ...]] = {}
+        for r, pairs in rows:
+            line, kind, path = r[6], share(r[4], r[4]), share(r[5], r[5])
+            if line and kind not in decision_kinds:
+                yield Stub(r[1], from_us(r[2]), kind, path, share(line, line), r[14])
+                continue
+            raw = r[8:15]
+            shape = shapes.get(raw)
+            if shape is None:
+                if len(shapes) >= RAW_HELD:
+                    shapes.clear()
+                shape = shapes[raw] = self._shape(r[8], r[9], r[10], _json_strings(r[11]), _json_strings(r[12]), r[13],
+                                                  r[14])
+            citations: tuple[Citation, ...] = ()
+            if pairs:
+                key = tuple(pairs)
+                found = cited.get(key)
+                if found is None:
+                    if len(cited) >= RAW_HELD:
+                        cited.clear()
+                    found = cited[key] = self._share_citations(tuple(Citation(*p) for p in pairs))
+                citations = found
+            line = line or None
+            yield new(Packed, (r[1], from_us(r[2]), share(r[3], r[3]), kind, path, share(line, line), share(r[7], r[7]),
+                               citations, shape))  # pack's tuple, made here: this runs for every row
 
     def _share_citations(self, citations: tuple[Citation, ...]) -> tuple[Citation, ...]:
         """``citations`` held once, and each citation in them held once: most decisions cite sources other decisions
@@ -141,10 +211,11 @@ class Visibility(ModelState):
         model holds the decision (a rebuild adds every label again once the decisions are in). Not its line number:
         a reviewer's labels mostly come from one file, so each has a number of its own."""
         share = self._shared.setdefault
-        known = self._winner.get(label.decision)
-        return label._replace(decision=label.decision if known is None else known.id,
-                              value=share(label.value, label.value), reviewer=share(label.reviewer, label.reviewer),
-                              path=share(label.path, label.path))
+        ts, decision, value, reviewer, path, line, generation, note = label
+        known = self._winner.get(decision)
+        # Made whole rather than by _replace (a Python-level rebuild of the tuple): a rebuild slims every label again.
+        return Label(ts, decision if known is None else known.id, share(value, value), share(reviewer, reviewer),
+                     share(path, path), line, generation, note)
 
     def _arrive(self, e: Record) -> None:
         if self._fresh:
@@ -186,6 +257,34 @@ class Visibility(ModelState):
             self._index(e)
         else:
             self._shadowed.setdefault(e.id, []).append(e)
+
+    def _show_sorted(self, records: Iterable[Record]) -> None:
+        """:meth:`_show` of each record in a rebuild, for records in (time, read order) (by
+        :func:`~scorers.lookups.sort_key`): a new id's winner sorts after every one shown, so it goes at the end of
+        every index (``_index_last``); a record of an id already shown is searched into place as usual."""
+        winner, documents, days = self._winner, self._documents, self._days if self.evicts else None
+        index_last = self._index_last
+        for e in records:
+            if e.line is None and isinstance(e, Event):
+                documents.setdefault(e.path, []).append(e)
+            rid = e.id
+            if rid in winner:
+                self._show(e)  # a replay, a record behind its winner, or one taking the winner's place
+                continue
+            winner[rid] = e
+            if self._labels:  # none while a rebuild shows its records (labels come after), else as in _show
+                self._relabelled(rid)
+                if self._orphans and rid in self._orphans:
+                    self._orphans.discard(rid)
+                    self.unmatched_labels -= len(self._labels[rid])
+            if days is not None:
+                day = e.ts.toordinal()
+                filed = days.get(day)
+                if filed is None:
+                    days[day] = [rid]
+                else:
+                    filed.append(rid)
+            index_last(e)
 
     def _depart(self, e: Event) -> None:
         """A stored event was removed from the store (its Markdown file changed or went)."""
@@ -307,3 +406,8 @@ class Visibility(ModelState):
             self._touch_path(path, set() if entry is None else {entry.created})
         while self._expiry and self._expiry[0][0] <= at:
             self._touch(heapq.heappop(self._expiry)[2])
+
+
+def _json_strings(text: str) -> tuple[str, ...]:
+    """The tuple of strings a JSON array of strings holds (as the store keeps alternatives and subjects)."""
+    return tuple(json.loads(text)) if text != "[]" else ()

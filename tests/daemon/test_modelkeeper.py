@@ -15,6 +15,8 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from collectors.rfc3339 import format_ts, from_us
 from daemon import modelcache
 from daemon.config import Config
@@ -24,6 +26,8 @@ from daemon.modelkeeper import LiveFeed, ModelKeeper
 from daemon.simulate import simulate
 from daemon.store import Store
 from scorers.context import Context
+from scorers.live import visibility
+from scorers.live.records import PACKED_LAYOUT, Packed, Stub
 from scorers.score import WindowResult, evaluate_window, to_json
 
 #: One 24-hour window: on four days of data, the first two are behind it and its day of slack, so they are let go.
@@ -70,6 +74,38 @@ def test_ids_let_go_leave_ram_and_a_late_duplicate_of_one_still_loses(tmp_path: 
         assert warm == cold.evaluate(now)
         assert warm["24h"].agents[agent].decisions == before["24h"].agents[agent].decisions
 
+
+
+@pytest.mark.parametrize("held", [3, visibility.RAW_HELD])
+def test_a_load_makes_from_the_rows_the_records_the_events_would_make(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       held: int) -> None:
+    """LiveFeed.load builds the model's records straight from the store's rows (no Event per row in between): each is
+    the record the model makes of the event the store reads (``_slim``), decisions with equal shapes, citations or
+    agents share one object, and the model holds the same shared values. The raw shapes remembered along the way are
+    forgotten every few rows (``held`` 3), or never here; a log rewritten in place holds its texts again under a new
+    generation (a raw shape differing in that alone is another shape)."""
+    monkeypatch.setattr(visibility, "RAW_HELD", held)
+    root = tmp_path / "state"
+    now = simulate(5, root, agents=3, days=2).end
+    with Store.open(tmp_path / "honestyd.db") as store:
+        ingester = Ingester(store, root, CONFIG, clock=lambda: now)
+        ingester.scan()
+        log = sorted((root / "heartbeats").glob("*.jsonl"))[0]
+        log.write_text("".join(log.read_text().splitlines(keepends=True)[1:]))  # truncated and rewritten: generation 1
+        ingester.scan()
+        assert store.conn.execute("SELECT count(*) FROM events WHERE generation = 1").fetchone()[0] > 0
+        model, expected = LiveFeed(CONFIG).model, LiveFeed(CONFIG).model
+        model.add_rows(store.event_rows_up_to(store.feed_marks()[0]))  # as LiveFeed.load reads them
+        expected.add_events(e for _, e in store.events_up_to(store.feed_marks()[0]))
+    made = model._loaded
+    assert [(type(r), r) for r in made] == [(type(r), r) for r in expected._loaded]
+    assert model._shared == expected._shared and model._documents == expected._documents
+    packed = [r for r in made if isinstance(r, Packed)]
+    assert any(isinstance(r, Stub) for r in made) and any(r.line is None for r in packed)
+    assert any(r.citations for r in packed) and any(r.subject for r in packed) and any(r.alternatives for r in packed)
+    for slot in range(2, 9):  # agent, kind, path, line, thread, citations, shape: equal ones are one object
+        values = [r[slot] for r in packed]
+        assert len({id(v) for v in values}) == len(set(values)), PACKED_LAYOUT[slot]
 
 
 def test_a_cold_load_freezes_the_records_as_it_reads_and_the_first_evaluation_collects_nothing(tmp_path: Path) -> None:

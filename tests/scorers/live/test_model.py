@@ -506,6 +506,20 @@ def test_vocabulary_finds_exactly_the_matching_phrases(parts: list[str]) -> None
     assert Vocabulary(vocabulary).found(text) == sorted(p for p in vocabulary if phrases.matches(text, p))
 
 
+def test_vocabulary_finds_each_phrase_alone_in_a_text() -> None:
+    """Each phrase of the configured vocabulary, alone in a text (most phrases contain no other): found, with exactly
+    the phrases that match there. ``found`` first asks whether any phrase is in the text at all, as plain text; a
+    phrase that question left out would be passed over here."""
+    ph = Phrases()
+    vocabulary = [*ph.reason, *ph.alternatives, *ph.gap, *ph.acknowledgement, *(s.phrase for s in CFG.signals)]
+    for p in vocabulary:
+        for text in (p, f"Note: {p.upper()}.", f"x{p}", f"{p}_"):
+            expected = sorted({q.lower() for q in vocabulary if phrases.matches(text, q)})
+            assert Vocabulary(vocabulary).found(text) == expected, (p, text)
+            if text == p:
+                assert p.lower() in expected
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 4), st.sampled_from(["a.jsonl", "b.jsonl", "docs/c.md"]), st.integers(0, 2),
                           st.integers(1, 5)), max_size=30))
@@ -521,6 +535,46 @@ def test_sorted_by_key_is_the_sort_key_order(items: list[tuple[int, str, int, in
             records.append(ev(f"e{i}", ts, path=path, line=None if path.endswith(".md") else line,
                               markdown=path.endswith(".md"), generation=generation))
     assert live.sorted_by_key(records) == sorted(records, key=sort_key)
+
+
+def _indexes(model: LiveModel) -> dict[str, Any]:
+    """What the rules read from a model's indexes, and its winners, by value (two models hold equal records, not the
+    same ones)."""
+    def orders(records: Any) -> list[Any]:
+        return sorted(r.order for r in records)
+
+    agents = {agent: (a.events, a.counts, a.awaiting, a.labelled, a.prefix.tolist(),
+                      [(an.times, an.sorted_times, an.decisions, an.contributions) for an in a.anchored])
+              for agent, a in model._agents.items()}
+    return {"agents": agents, "state_times": model._state_times, "prompted_times": model._prompted_times,
+            "prompts": {k: g for k, g in model._prompts.items() if g},
+            "by_path": {k: orders(b.values()) for k, b in model._by_path.items() if b},
+            "signals": orders(model._signal_claims.values()), "winners": model._winner,
+            "shadowed": {k: orders(v) for k, v in model._shadowed.items()}, "documents": model._documents,
+            "hidden": orders(h[2] for h in model._hidden)}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_rebuild_indexes_what_showing_the_records_one_by_one_does(data: st.DataObject) -> None:
+    """A rebuild (the first evaluation, or the clock gone back) shows its records in (time, read order) and appends
+    each to the indexes without a search (``_show_last``); a model that shows the same records one by one as they
+    arrive, each searched into place, ends with the same indexes, counts and windows. Ids repeat (a later record of
+    an id, in time, can come first in read order and take the winner's place) and Markdown decisions are among
+    them."""
+    lines = _Lines()
+    events = data.draw(st.lists(heartbeat(lines), max_size=40))
+    for path in data.draw(st.lists(st.sampled_from(["briefs/b1.md", "findings/f1.md"]), unique=True)):
+        events += data.draw(document(path))
+    at = _at(data.draw(st.sampled_from(ANCHORS)))
+    rebuilt = LiveModel(CFG)
+    rebuilt.add_events(events)
+    windows = rebuilt.evaluate(at)
+    one_by_one = LiveModel(CFG)
+    one_by_one.evaluate(at)
+    one_by_one.add_events(events)
+    assert {n: to_json(w) for n, w in one_by_one.evaluate(at).items()} == {n: to_json(w) for n, w in windows.items()}
+    assert _indexes(rebuilt) == _indexes(one_by_one)
 
 
 def test_model_with_no_records_lists_no_agent() -> None:
