@@ -166,9 +166,13 @@ class Context:
 
 def paths_of(d: Event) -> list[str]:
     """``P`` of spec 3.4: the normalised ``subject`` paths plus the ``path`` citations, de-duplicated."""
-    if not d.subject and not d.citations:
-        return []
-    paths = [normalise_path(s) for s in d.subject] + [c.target for c in d.citations if c.type == PATH]
+    subject, citations = d.subject, d.citations  # each read once: a live model's record reads them through properties
+    if not subject:
+        if not citations:
+            return []
+        paths = [c.target for c in citations if c.type == PATH]
+    else:
+        paths = [normalise_path(s) for s in subject] + [c.target for c in citations if c.type == PATH]
     return list(dict.fromkeys(paths)) if len(paths) > 1 else paths
 
 
