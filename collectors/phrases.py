@@ -19,8 +19,8 @@ def _pattern(phrase: str) -> re.Pattern[str]:
 
 def matches(text: str, phrase: str) -> bool:
     """True iff ``phrase`` occurs in ``text`` as the spec's phrase rule says."""
-    if not phrase:
-        return False
+    if not phrase or not text:
+        return False  # an empty phrase matches nothing, and nothing but it could occur in an empty text
     return _pattern(phrase).search(text.lower()) is not None
 
 
@@ -35,6 +35,8 @@ def _any_pattern(phrases: tuple[str, ...]) -> re.Pattern[str] | None:
 
 def first_match(text: str, phrases: Iterable[str]) -> str | None:
     """The first phrase (in the given order) that matches ``text``, or None."""
+    if not text:
+        return None  # only an empty phrase could occur in it, and an empty phrase matches nothing
     ordered = tuple(phrases)
     any_pattern = _any_pattern(ordered)
     if any_pattern is None:

@@ -7,7 +7,7 @@ from datetime import timedelta
 from collectors.citations import PATH
 from collectors.records import Event
 from scorers.context import RuleContext
-from scorers.outcome import Outcome, failed, not_applicable, passed
+from scorers.outcome import NOT_APPLICABLE, Outcome, failed, not_applicable, passed
 from scorers.rule import Affects, Reach, Rule
 
 NAME = "consistency_under_repeat"
@@ -19,11 +19,11 @@ def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
     the window does not hold)."""
     p = ctx.previous_same_prompt(d)
     if p is None or not ctx.at - width < p.ts:
-        return not_applicable()
+        return NOT_APPLICABLE
     return compare(d, p, ctx)
 
 
-_NO_REPEAT: Reach = (not_applicable(), None)
+_NO_REPEAT: Reach = (NOT_APPLICABLE, None)
 
 
 def reaches_back(d: Event, ctx: RuleContext) -> Reach:

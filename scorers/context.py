@@ -166,9 +166,13 @@ class Context:
 
 def paths_of(d: Event) -> list[str]:
     """``P`` of spec 3.4: the normalised ``subject`` paths plus the ``path`` citations, de-duplicated."""
-    if not d.subject and not d.citations:
+    subject, citations = d.subject, d.citations  # each read once: a live model's record reads them through properties
+    if not subject and not citations:
         return []
-    paths = [normalise_path(s) for s in d.subject] + [c.target for c in d.citations if c.type == PATH]
+    paths = [normalise_path(s) for s in subject] if subject else []
+    for c in citations:  # a plain loop: most decisions have a citation, few a path one
+        if c.type == PATH:
+            paths.append(c.target)
     return list(dict.fromkeys(paths)) if len(paths) > 1 else paths
 
 

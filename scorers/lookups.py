@@ -12,7 +12,7 @@ import bisect
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Protocol, TypeVar
 
 from collectors.citations import path_never_exists
@@ -37,11 +37,17 @@ def sort_key(e: Ordered) -> tuple[datetime, Order]:
 
 
 R = TypeVar("R", bound=Ordered)
+_ts = attrgetter("ts")
 
 
 def previous_in(group: Sequence[R], d: Ordered) -> R | None:
     """The last record of ``group`` (sorted by :func:`sort_key`) before ``d``."""
-    i = bisect.bisect_left(group, sort_key(d), key=sort_key)
+    # The records before d: those of an earlier time (one bisection by time alone, with no key built per step), then
+    # those of d's time and an earlier read order, which follow them (searched only when the first of them is one).
+    ts = d.ts
+    i = bisect.bisect_left(group, ts, key=_ts)
+    if i < len(group) and group[i].ts == ts and group[i].order < d.order:
+        i = bisect.bisect_left(group, (ts, d.order), lo=i, key=sort_key)
     return group[i - 1] if i > 0 else None
 
 
@@ -111,6 +117,13 @@ def current_checks(checks: Iterable[CheckResult], at: datetime, max_age: timedel
     return {k: c for k, c in latest.items() if at < check_expires(c, max_age)}
 
 
+def current_check(latest: Mapping[tuple[str, str], CheckResult], key: tuple[str, str], at: datetime,
+                  max_age: timedelta) -> CheckResult | None:
+    """The latest conclusive check of ``key`` among ``latest`` (none after ``at``) if it is still current at ``at``."""
+    found = latest.get(key)
+    return None if found is None or check_expires(found, max_age) <= at else found
+
+
 class CurrentChecks(Mapping[tuple[str, str], CheckResult]):
     """``RuleContext.checks``: the latest conclusive check per (type, target) with ``T − max_age < checked_at ≤ T``,
     a view over the latest conclusive check per key among those not after T."""
@@ -124,10 +137,8 @@ class CurrentChecks(Mapping[tuple[str, str], CheckResult]):
 
     def get(self, key: tuple[str, str], default: CheckResult | None = None) -> CheckResult | None:  # type: ignore[override]
         """The current check of ``key``, or ``default`` (without raising: rules ask this of every citation)."""
-        found = self._latest.get(key)
-        if found is None or check_expires(found, self._max_age) <= self._at:
-            return default
-        return found
+        found = current_check(self._latest, key, self._at, self._max_age)
+        return default if found is None else found
 
     def __getitem__(self, key: tuple[str, str]) -> CheckResult:
         found = self.get(key)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 PASS, FAIL, NA, PENDING = "✓", "✗", "—", "pending"
 
@@ -23,26 +23,33 @@ class Outcome(NamedTuple):
         return self.mark == PENDING
 
 
+# The constructors below run for every rule of every decision: they build the tuple directly (the same value as
+# Outcome(...), without the extra call of its generated __new__).
+_new: Any = tuple.__new__
+
 
 def passed(why: str = "") -> Outcome:
     """A ✓ outcome."""
-    return Outcome(PASS, why, 1, 1)
+    outcome: Outcome = _new(Outcome, (PASS, why, 1, 1))
+    return outcome
 
 
 def failed(why: str) -> Outcome:
     """A ✗ outcome."""
-    return Outcome(FAIL, why, 0, 1)
+    outcome: Outcome = _new(Outcome, (FAIL, why, 0, 1))
+    return outcome
 
 
-_NOT_APPLICABLE = Outcome(NA)
+#: A bare —, the most common outcome of all: one shared instance instead of millions (rules return it directly).
+NOT_APPLICABLE = Outcome(NA)
 
 
 def not_applicable(why: str = "") -> Outcome:
     """A — outcome: the decision does not count for this component."""
-    # Most outcomes are a bare —: share one instance instead of building millions.
-    return Outcome(NA, why) if why else _NOT_APPLICABLE
+    return Outcome(NA, why) if why else NOT_APPLICABLE
 
 
 def pending(why: str) -> Outcome:
     """A pending outcome: not decidable yet, excluded until it is."""
-    return Outcome(PENDING, why)
+    outcome: Outcome = _new(Outcome, (PENDING, why, 0, 0))
+    return outcome

@@ -10,7 +10,7 @@ from collectors.citations import ISSUE, PATH
 from collectors.records import Event
 from collectors.rfc3339 import format_duration
 from scorers.context import RuleContext
-from scorers.outcome import Outcome, failed, not_applicable, passed, pending
+from scorers.outcome import NOT_APPLICABLE, Outcome, failed, passed, pending
 from scorers.rule import Affects, Horizon, Rule
 
 NAME = "refusal_correctness"
@@ -44,7 +44,7 @@ def needs_follow_up(d: Event, ctx: RuleContext) -> bool:
 def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
     """Counted for kind ``refusal``: ✗ at once without reason or alternatives; pending until follow-up."""
     if d.kind != "refusal":
-        return not_applicable()
+        return NOT_APPLICABLE
     ph = ctx.config.phrases
     has_reason = d.reason is not None or phrases.first_match(d.text, ph.reason) is not None
     has_alternatives = bool(d.alternatives) or phrases.first_match(d.text, ph.alternatives) is not None

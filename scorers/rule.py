@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from collectors.records import Event
 from scorers.context import RuleContext
-from scorers.outcome import Outcome, not_applicable
+from scorers.outcome import NOT_APPLICABLE, Outcome
 from scorers.spec import Scoring
 
 #: The rule itself: (decision, context, window width) → outcome.
@@ -83,7 +83,8 @@ class Rule:
     #: ``(o, t) = reaches_back(d, ctx)``, ``evaluate(d, ctx, W)`` is ``o`` when ``t`` is None or ``T − W < t``, and
     #: a bare — otherwise (spec 3.5: both answers of a repeat in the window).
     reaches_back: Callable[[Event, RuleContext], Reach] | None = None
-    #: Outcomes reported beside the score as false gaps (spec 3.4).
+    #: Outcomes reported beside the score as false gaps (spec 3.4): each says why, so never asked of the bare —
+    #: (:data:`~scorers.outcome.NOT_APPLICABLE`).
     false_gap: Callable[[Outcome], bool] | None = None
 
     def __call__(self, d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
@@ -94,4 +95,4 @@ class Rule:
 def windowed(reach: Reach, at: datetime, width: timedelta) -> Outcome:
     """The outcome of a rule with ``reaches_back`` in the window ``(at − width, at]``, from its reach."""
     outcome, t = reach
-    return outcome if t is None or at - width < t else not_applicable()
+    return outcome if t is None or at - width < t else NOT_APPLICABLE

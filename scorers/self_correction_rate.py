@@ -9,7 +9,7 @@ from collectors import phrases
 from collectors.records import Event
 from collectors.rfc3339 import format_duration
 from scorers.context import RuleContext
-from scorers.outcome import Outcome, failed, not_applicable, passed, pending
+from scorers.outcome import NOT_APPLICABLE, Outcome, failed, passed, pending
 from scorers.rule import Affects, Horizon, Rule
 
 NAME = "self_correction_rate"
@@ -28,7 +28,7 @@ def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
     """Counted for decisions with a current ``down`` label; the reply is the agent's next one in the thread."""
     downs = ctx.current_down_labels(d.id)
     if not downs:
-        return not_applicable()
+        return NOT_APPLICABLE
     label_ts = min(lb.ts for lb in downs)
     within = ctx.config.scoring.correction_within
     deadline = label_ts + within

@@ -13,14 +13,18 @@ from scorers.outcome import Outcome, not_applicable
 from scorers.rule import Affects, Rule
 
 NAME = "source_verifiability"
+NOTHING_CHECKED = not_applicable("nothing checked")
 
 
 def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
     """resolved/checked over the decision's citations; — when none of them has a usable check."""
+    if not d.citations:
+        return NOTHING_CHECKED
+    checks = ctx.checks
     resolved = checked = 0
     failures: list[str] = []
     for c in d.citations:
-        result = ctx.checks.get((c.type, c.target))
+        result = checks.get((c.type, c.target))
         if result is None:
             continue
         checked += 1
@@ -30,7 +34,7 @@ def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
             status = f" ({result.status})" if result.status is not None else ""
             failures.append(("ghost path " if c.type == "path" else f"dead {c.type} ") + c.target + status)
     if not checked:
-        return not_applicable("nothing checked")
+        return NOTHING_CHECKED
     why = "; ".join(failures) if failures else "all resolve"
     return Outcome(f"{resolved}/{checked}", why, resolved, checked)
 

@@ -345,6 +345,8 @@ class Indexing(ModelState):
 
     def previous_same_prompt(self, d: Event) -> Event | None:
         """The latest earlier decision of the same agent with the same prompt key."""
+        if d.prompt is None:
+            return None  # no prompt, no key (most decisions: answered without a lookup)
         group = self._prompt_group(d)
         return previous_in(group, d) if group else None
 

@@ -19,7 +19,8 @@ from collectors.records import Event
 from scorers.live.base import NEVER, NO_WIDTH
 from scorers.live.indexes import Agent, Indexing
 from scorers.live.records import ts_of
-from scorers.lookups import check_expires
+from scorers.lookups import check_expires, current_check
+from scorers.outcome import NOT_APPLICABLE, PENDING
 from scorers.score import AgentResult, ComponentResult, WindowResult, summarise
 
 #: Decisions per block of the cached prefix sums (see range_sums): a window's sum adds at most 2 × (BLOCK − 1)
@@ -38,23 +39,26 @@ class Summing(Indexing):
         until = NEVER
         for evaluate, s, valid_until, false_gap in plan.plain:
             o = evaluate(e, self, NO_WIDTH)
-            pending = o.pending
-            counts[s], counts[s + 1], counts[s + 2] = o.passed, o.counted, int(pending)
-            if pending:
+            mark, _, passed, counted = o
+            counts[s], counts[s + 1] = passed, counted
+            if mark == PENDING:  # Outcome.pending, read once per rule of every decision: without its call
+                counts[s + 2] = 1
                 t = valid_until(e, o, self)
                 if t is not None and t < until:
                     until = t
-            if false_gap is not None and false_gap(o):
+            if false_gap is not None and o is not NOT_APPLICABLE and false_gap(o):
                 counts[gaps] += 1
-        if plan.checks and e.citations:  # a check stops being current as it ages
-            checks, max_age = self.checks, self.config.scoring.check_max_age
-            for c in e.citations:
-                check = checks.get((c.type, c.target))
+        citations = e.citations
+        if plan.checks and citations:  # a check stops being current as it ages
+            latest, at, max_age = self.latest_checks, self.at, self.config.scoring.check_max_age
+            for c in citations:
+                check = current_check(latest, (c.type, c.target), at, max_age)  # as self.checks, without the view
                 if check is not None:
                     until = min(until, check_expires(check, max_age))
         for (reaches_back, s, valid_until, false_gap), an in zip(plan.anchored, a.anchored, strict=True):
             o, t = reaches_back(e, self)
-            passed, counted, undecided = o.passed, o.counted, int(o.pending)
+            mark, _, passed, counted = o
+            undecided = int(mark == PENDING)
             gap = 1 if false_gap is not None and false_gap(o) else 0
             if passed or counted or undecided or gap:
                 counts[s], counts[s + 1], counts[s + 2] = passed, counted, undecided
