@@ -62,8 +62,11 @@ class Anchored:
             bisect.insort(self.sorted_times, t)
             if merged is not None:
                 bisect.insort(merged, t)
-            j = bisect.bisect_left(self.decisions, sort_key(e), key=sort_key)
-            self.decisions.insert(j, e)
+            key, decisions = sort_key(e), self.decisions
+            # A first evaluation sets them in (ts, read order): the end, without a search keyed per step.
+            j = len(decisions) if not decisions or sort_key(decisions[-1]) < key else bisect.bisect_left(
+                decisions, key, key=sort_key)
+            decisions.insert(j, e)
             self.contributions.insert(j, (t, *contribution))
         self.times[i] = t
 
