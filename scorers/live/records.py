@@ -44,8 +44,20 @@ class Stub(NamedTuple):
         return (self.path, self.generation, self.line)
 
 
+class Shape(NamedTuple):
+    """The fields of a decision that many decisions share as a whole (:class:`Packed`): one tuple for them all."""
+
+    text: str
+    prompt: str | None
+    reason: str | None
+    alternatives: tuple[str, ...]
+    subject: tuple[str, ...]
+    corrects: str | None
+    generation: int
+
+
 #: The fields of a decision that many decisions share as a whole (:class:`Packed`), in this order.
-SHAPE_FIELDS = ("text", "prompt", "reason", "alternatives", "subject", "corrects", "generation")
+SHAPE_FIELDS = Shape._fields
 #: What :class:`Packed` holds in its own slots, in this order (the last is the shared tuple of SHAPE_FIELDS).
 PACKED_LAYOUT = ("id", "ts", "agent", "kind", "path", "line", "thread", "citations", "shape")
 _SHAPE = 8
@@ -56,7 +68,8 @@ _slot: Callable[[tuple[Any, ...], int], Any] = tuple.__getitem__
 
 
 def _shaped(k: int) -> property:
-    return property(lambda self: _slot(self, _SHAPE)[k], doc=f"As :class:`Event`'s {SHAPE_FIELDS[k]}.")
+    # Read in C (the shape's own field through the record's shape slot): the rules read these millions of times.
+    return property(operator.attrgetter(f"shape.{SHAPE_FIELDS[k]}"), doc=f"As :class:`Event`'s {SHAPE_FIELDS[k]}.")
 
 
 class Packed(Event):
@@ -73,6 +86,7 @@ class Packed(Event):
 
     # Its own layout's getters: the first seven are where Event has them.
     citations = property(operator.itemgetter(7), doc="As :class:`Event`'s citations.")
+    shape = property(operator.itemgetter(_SHAPE), doc="The shared :class:`Shape` of this decision.")
     text = _shaped(0)
     prompt = _shaped(1)
     reason = _shaped(2)
@@ -106,7 +120,7 @@ class Packed(Event):
 
 
 def pack(record_id: str, ts: datetime, agent: str, kind: str, path: str, line: int | None, thread: str | None,
-         citations: tuple[Citation, ...], shape: tuple[Any, ...]) -> Packed:
+         citations: tuple[Citation, ...], shape: Shape) -> Packed:
     """A packed record of these fields, ``shape`` holding its values of :data:`SHAPE_FIELDS` (shared by the
     caller)."""
     return tuple.__new__(Packed, (record_id, ts, agent, kind, path, line, thread, citations, shape))

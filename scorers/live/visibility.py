@@ -17,7 +17,7 @@ from collectors.citations import Citation
 from collectors.records import CheckResult, Event, Label, Order
 from collectors.rfc3339 import from_us
 from scorers.live.base import DAWN, ModelState
-from scorers.live.records import Packed, Record, Stub, order_of, pack, reduce_text
+from scorers.live.records import Packed, Record, Shape, Stub, order_of, pack, reduce_text
 from scorers.lookups import take_check
 
 #: Labels on one decision id held as a tuple up to this many, then as a list.
@@ -150,13 +150,14 @@ class Visibility(ModelState):
                     share(e.line, e.line), share(e.thread, e.thread), self._share_citations(e.citations), shape)
 
     def _shape(self, text: str, prompt: str | None, reason: str | None, alternatives: tuple[str, ...],
-               subject: tuple[str, ...], corrects: str | None, generation: int) -> tuple[Any, ...]:
-        """The shared tuple of :data:`~scorers.live.records.SHAPE_FIELDS` of a decision, its text reduced."""
+               subject: tuple[str, ...], corrects: str | None, generation: int) -> Shape:
+        """The shared :class:`~scorers.live.records.Shape` of a decision, its text reduced."""
         share = self._shared.setdefault
         text = text if self._vocabulary is None else reduce_text(text, self._vocabulary)
-        shape = (share(text, text), share(prompt, prompt), share(reason, reason), share(alternatives, alternatives),
-                 share(subject, subject), corrects, generation)
-        found: tuple[Any, ...] = share(("shape", shape), shape)
+        shape = tuple.__new__(Shape, (share(text, text), share(prompt, prompt), share(reason, reason),
+                                      share(alternatives, alternatives), share(subject, subject), corrects,
+                                      generation))  # Shape(...) without NamedTuple's Python-level __new__
+        found: Shape = share(("shape", shape), shape)
         return found
 
     def _records_of(self, rows: Iterable[tuple[Sequence[Any], Sequence[tuple[str, str]]]]) -> Iterator[Record]:
@@ -168,7 +169,7 @@ class Visibility(ModelState):
         share = self._shared.setdefault
         decision_kinds = self._decision_kinds
         new = tuple.__new__
-        shapes: dict[Sequence[Any], tuple[Any, ...]] = {}
+        shapes: dict[Sequence[Any], Shape] = {}
         cited: dict[tuple[tuple[str, str], ...], tuple[Citation, ...]] = {}
         for r, pairs in rows:
             line, kind, path = r[6], share(r[4], r[4]), share(r[5], r[5])

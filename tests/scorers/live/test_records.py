@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from collectors.citations import Citation
 from collectors.records import Event
 from scorers.live import LiveModel
-from scorers.live.records import SHAPE_FIELDS, Packed, pack
+from scorers.live.records import SHAPE_FIELDS, Packed, Shape, pack
 from tests.helpers import T0, ev
 from tests.scorers.live.test_model import CFG
 
@@ -29,7 +29,7 @@ events = st.builds(
 
 def _packed(e: Event) -> Packed:
     return pack(e.id, e.ts, e.agent, e.kind, e.path, e.line, e.thread, e.citations,
-                tuple(getattr(e, f) for f in SHAPE_FIELDS))
+                Shape(*(getattr(e, f) for f in SHAPE_FIELDS)))
 
 
 @settings(max_examples=200, deadline=None)
