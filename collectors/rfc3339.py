@@ -11,7 +11,7 @@ import itertools
 import operator
 import re
 from collections.abc import Sequence
-from datetime import UTC, date, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 _RFC3339 = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))",
@@ -90,38 +90,19 @@ def parse_ts(value: object) -> datetime:
         raise TimestampError(f"invalid date or time: {value[:64]!r}") from exc
 
 
-#: Microseconds since the epoch of each day's midnight that :func:`parse_ts_us` has read, by its ``YYYY-MM-DD``: a log's
-#: lines share a few days. Emptied when full, so hostile dates cannot make it grow.
-_DAY_US: dict[str, int] = {}
-_DAYS_KEPT = 4096
-_EPOCH_DAY = date(1970, 1, 1).toordinal()
-
-
 def parse_ts_us(value: object) -> int:
-    """``to_us(parse_ts(value))``: the same reading, refusals included, without a datetime for a time in UTC.
-
-    The store keeps times as integer microseconds: a ``Z`` time is summed from its validated fields (the date checked
-    once per day by ``date.fromisoformat``); one with an offset takes :func:`parse_ts` (its range checks after the
-    shift). tests/collectors/test_fuzz.py holds the two readings equal.
-    """
-    m = _RFC3339.fullmatch(value) if isinstance(value, str) else None
-    if m is None or not m.group(8) or not isinstance(value, str):  # (the last for mypy: a match means a str)
+    """``to_us(parse_ts(value))``: the same reading, refusals included, in one call for the usual form (the store keeps
+    times as integer microseconds; tests/collectors/test_fuzz.py holds the two readings equal)."""
+    if not isinstance(value, str):
         return to_us(parse_ts(value))
-    day = _DAY_US.get(value[:10])
-    if day is None:
-        try:
-            day = (date.fromisoformat(value[:10]).toordinal() - _EPOCH_DAY) * 86_400_000_000
-        except ValueError as exc:
-            raise TimestampError(f"invalid date or time: {value[:64]!r}") from exc
-        if len(_DAY_US) >= _DAYS_KEPT:
-            _DAY_US.clear()
-        _DAY_US[value[:10]] = day
-    hour, minute, second = int(m.group(4)), int(m.group(5)), int(m.group(6))
-    if hour > 23 or minute > 59 or second > 59:
-        raise TimestampError(f"invalid date or time: {value[:64]!r}")
-    fraction = m.group(7)
-    micros = int(fraction[:6].ljust(6, "0")) if fraction else 0
-    return day + ((hour * 60 + minute) * 60 + second) * 1_000_000 + micros
+    m = _RFC3339.fullmatch(value)
+    if m is None or m.group(8) != "Z" or value[10] != "T":
+        return to_us(parse_ts(value))
+    try:
+        delta = datetime.fromisoformat(value) - EPOCH  # as parse_ts's own fast path
+    except ValueError as exc:
+        raise TimestampError(f"invalid date or time: {value[:64]!r}") from exc
+    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def format_ts(ts: datetime) -> str:
