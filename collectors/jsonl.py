@@ -125,20 +125,19 @@ def read_event(raw: bytes, path: str, line: int, repo: str, generation: int, ts_
         event_id = hashlib.sha256(raw).hexdigest()[:16]
     text = get("text")
     text = text if isinstance(text, str) else ""
-    thread = get("thread")
-    prompt = get("prompt")
+    thread, prompt, reason, corrects = get("thread"), get("prompt"), get("reason"), get("corrects")
     cites, alternatives, subject = get("citations"), get("alternatives"), get("subject")
-    # Positional, in field order: this runs once per line of every log.
+    # Positional, in field order, the small checks inline rather than called: this runs once per line of every log.
     return make(
-        event_id, ts, str(agent), str(kind), path, line,
+        event_id, ts, agent, kind, path, line,
         thread if isinstance(thread, str) else None,
         text,
         cit.extract(text, () if cites is None else _str_list(cites), repo),
         prompt if isinstance(prompt, str) else None,
-        _nonempty_str(get("reason")),
+        reason if isinstance(reason, str) and reason else None,  # as _nonempty_str
         () if alternatives is None else _str_list(alternatives),  # mostly absent: no call for those
         () if subject is None else _str_list(subject),
-        _nonempty_str(get("corrects")),
+        corrects if isinstance(corrects, str) and corrects else None,
         generation,
     )
 

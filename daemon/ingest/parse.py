@@ -76,8 +76,14 @@ def _parse_heartbeats(lines: list[tuple[bytes | None, bytes]], path: str, first:
     rejects: list[Reject] = []
     with gcpolicy.paused(freeze=False):
         for n, (data, snippet) in enumerate(lines, first):
-            refused = _oversized(snippet, path, n) if data is None else read_event(
-                strip_ending(data), path, n, repo, generation, parse_ts_us, build)
+            if data is None:
+                rejects.append(_oversized(snippet, path, n))
+                continue
+            if data[-1:] == b"\n":  # strip_ending(data), spelt out
+                data = data[:-1]
+            if data[-1:] == b"\r":
+                data = data[:-1]
+            refused = read_event(data, path, n, repo, generation, parse_ts_us, build)
             if refused is not None:
                 rejects.append(refused)
     return Parsed(rows, cites, [], rejects)

@@ -99,7 +99,7 @@ def row_builder() -> tuple[list[EventRow], list[CitationRow], RowBuild]:
               alternatives: tuple[str, ...], subject: tuple[str, ...], corrects: str | None, generation: int) -> None:
         line = line or 0
         add((path, generation, line, event_id, ts_us, agent, kind, thread, text, prompt, reason,
-             json_list(alternatives), json_list(subject), corrects))
+             json_list(alternatives) if alternatives else "[]", json_list(subject) if subject else "[]", corrects))
         for i, (kind_, target) in enumerate(citations):
             cite((path, generation, line, i, kind_, target))
 
