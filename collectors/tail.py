@@ -8,9 +8,11 @@ replaced in place and is read again from 0 as a new *generation*.
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from itertools import accumulate, islice, repeat
 from typing import BinaryIO, NamedTuple
 
 from collectors.jsonl import MAX_LINE_BYTES
@@ -156,3 +158,60 @@ def complete_lines(f: BinaryIO, offset: int, limit: int = MAX_LINE_BYTES) -> Ite
             skipping = buf[:SNIPPET_BYTES]
             base += len(buf)
             buf = b""
+
+
+#: Lines of a batch as :func:`line_batches` gives them: (data, snippet), as :class:`RawLine` has them.
+Lines = list[tuple[bytes | None, bytes]]
+
+
+def line_batches(f: BinaryIO, offset: int, size: int, limit: int = MAX_LINE_BYTES) -> Iterator[tuple[Lines, int]]:
+    """:func:`complete_lines` in lists of ``size`` lines (the last one shorter), each with the offset just after its
+    last line: what the ingest stores a transaction at a time, split out a chunk at a time rather than a line at a
+    time. A line within the limit has itself as its snippet (the snippet is read only of a line without data); an
+    oversized one is ``(None, its first bytes)``, exactly as :func:`complete_lines` gives it."""
+    f.seek(offset)
+    base = offset  # file offset of buf[0]
+    buf = b""
+    skipping: bytes | None = None  # snippet of an oversized line being skipped
+    # The lines not yet given, as their data and snippets: bytes, not pairs, which the cyclic collector tracks (the
+    # caller pauses it while a batch is made, not while these wait for the next one).
+    datas: list[bytes | None] = []
+    snippets: list[bytes] = []
+    ends: list[int] = []  # the offset just after each
+    while True:
+        chunk = f.read(CHUNK)
+        if not chunk:
+            break
+        if skipping is not None:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                base += len(chunk)
+                continue
+            datas.append(None)
+            snippets.append(skipping)
+            ends.append(base + nl + 1)
+            skipping = None
+            base += nl + 1
+            chunk = chunk[nl + 1:]
+        buf += chunk
+        pieces = buf.split(b"\n")
+        buf = pieces.pop()  # after the last newline: not a complete line yet
+        if pieces:
+            if max(map(len, pieces)) <= limit + 1:  # the limit is on the line without "\r\n"
+                datas += pieces
+                snippets += pieces
+            else:
+                datas += [p if len(p) <= limit + 1 else None for p in pieces]
+                snippets += [p if len(p) <= limit + 1 else p[:SNIPPET_BYTES] for p in pieces]
+            # Each line's end: from base, the running sum of the lengths, one more for each newline (all in C).
+            ends += islice(accumulate(map(operator.add, map(len, pieces), repeat(1)), initial=base), 1, None)
+            base = ends[-1]
+        if len(buf) > limit + 1:
+            skipping = buf[:SNIPPET_BYTES]
+            base += len(buf)
+            buf = b""
+        while len(datas) >= size:
+            yield list(zip(datas[:size], snippets[:size], strict=True)), ends[size - 1]
+            del datas[:size], snippets[:size], ends[:size]
+    if datas:
+        yield list(zip(datas, snippets, strict=True)), ends[-1]

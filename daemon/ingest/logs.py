@@ -10,12 +10,11 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
-from itertools import islice
 
 from collectors.safeopen import RefusedFile, open_for_reading
 from collectors.sources import LOGS
 from collectors.statedir import FileInfo, inside
-from collectors.tail import Cursor, RawLine, advance, complete_lines, find_rotated, matches, new_cursor
+from collectors.tail import Cursor, Lines, advance, find_rotated, line_batches, matches, new_cursor
 from daemon import gcpolicy
 from daemon.ingest.parse import Parsed, parse_batch
 from daemon.ingest.state import IngestState, IngestStats
@@ -88,7 +87,7 @@ class LogTailing(IngestState):
                 log.info("%s: truncated or rewritten; reading again from the start", cursor.path)
                 cursor = new_cursor(cursor.path, cursor.dev, cursor.ino, cursor.generation + 1)
             line = cursor.line
-            unread = complete_lines(f, cursor.offset)
+            unread = line_batches(f, cursor.offset, self.batch_lines)
             read = True
             while read:
                 # A batch's lines and rows are thousands of new objects, kept until its commit and gone after it, and
@@ -100,16 +99,16 @@ class LogTailing(IngestState):
                                       stats)
         return cursor
 
-    def _batch(self, unread: Iterator[RawLine], cursor: Cursor, fd: int, line: int, source: str,
+    def _batch(self, unread: Iterator[tuple[Lines, int]], cursor: Cursor, fd: int, line: int, source: str,
                stats: IngestStats) -> tuple[Cursor, int, bool]:
-        """Read, parse and store up to ``batch_lines`` of ``unread``, the lines after ``line`` (where ``cursor``
-        stands); returns the cursor and line after them, and whether there were any. Its objects die as it returns."""
-        raws = list(islice(unread, self.batch_lines))
-        if not raws:
+        """Parse and store the next batch of ``unread``, the lines after ``line`` (where ``cursor`` stands); returns
+        the cursor and line after them, and whether there was one. Its objects die as it returns."""
+        batch = next(unread, None)
+        if batch is None:
             return cursor, line, False
-        line += len(raws)
-        parsed = self._parse([(raw.data, raw.snippet) for raw in raws], cursor, line, source)
-        return self._commit(parsed, cursor, fd, raws[-1].end, line, source, stats), line, True
+        lines, end = batch
+        line += len(lines)
+        return self._commit(self._parse(lines, cursor, line, source), cursor, fd, end, line, source, stats), line, True
 
     def _parse(self, lines: list[tuple[bytes | None, bytes]], cursor: Cursor, last: int, source: str) -> Parsed:
         """Parse ``lines``, the last of which is line ``last`` of the cursor's file."""
