@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from itertools import accumulate, islice, repeat
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO
 
 from collectors.jsonl import MAX_LINE_BYTES
 from collectors.safeopen import open_regular
@@ -109,66 +109,19 @@ def find_rotated(directory: str, cursor: Cursor) -> str | None:
     return None
 
 
-class RawLine(NamedTuple):
-    """One complete line: ``data`` without its newline, None when it exceeds the size limit.
-
-    A NamedTuple, not a frozen dataclass: one is made per line tailed, and a frozen dataclass's ``__init__`` sets
-    each field through ``object.__setattr__``.
-    """
-
-    end: int
-    data: bytes | None
-    snippet: bytes
-
-
-def complete_lines(f: BinaryIO, offset: int, limit: int = MAX_LINE_BYTES) -> Iterator[RawLine]:
-    """Yield the newline-terminated lines from ``offset``; an unterminated last line is not read.
-
-    Memory stays bounded: a line longer than ``limit`` is skipped up to its newline and yielded
-    with ``data=None`` so the caller can reject it.
-    """
-    f.seek(offset)
-    base = offset  # file offset of buf[0]
-    buf = b""
-    skipping: bytes | None = None  # snippet of an oversized line being skipped
-    while True:
-        chunk = f.read(CHUNK)
-        if not chunk:
-            return
-        if skipping is not None:
-            nl = chunk.find(b"\n")
-            if nl < 0:
-                base += len(chunk)
-                continue
-            yield RawLine(base + nl + 1, None, skipping)
-            skipping = None
-            base += nl + 1
-            chunk = chunk[nl + 1 :]
-        buf += chunk
-        start = 0
-        while (nl := buf.find(b"\n", start)) >= 0:
-            line = buf[start:nl]
-            # The limit is on the line without its ending; allow for a "\r" before "\n".
-            data = line if len(line) <= limit + 1 else None
-            yield RawLine(base + nl + 1, data, line[:SNIPPET_BYTES])
-            start = nl + 1
-        buf = buf[start:]
-        base += start
-        if len(buf) > limit + 1:
-            skipping = buf[:SNIPPET_BYTES]
-            base += len(buf)
-            buf = b""
-
-
-#: Lines of a batch as :func:`line_batches` gives them: (data, snippet), as :class:`RawLine` has them.
+#: Lines of a batch as :func:`line_batches` gives them: (data, snippet) each, ``data`` the line without its newline, or
+#: None when it exceeds the size limit and ``snippet`` then its first bytes.
 Lines = list[tuple[bytes | None, bytes]]
 
 
 def line_batches(f: BinaryIO, offset: int, size: int, limit: int = MAX_LINE_BYTES) -> Iterator[tuple[Lines, int]]:
-    """:func:`complete_lines` in lists of ``size`` lines (the last one shorter), each with the offset just after its
-    last line: what the ingest stores a transaction at a time, split out a chunk at a time rather than a line at a
-    time. A line within the limit has itself as its snippet (the snippet is read only of a line without data); an
-    oversized one is ``(None, its first bytes)``, exactly as :func:`complete_lines` gives it."""
+    """The newline-terminated lines from ``offset`` in lists of ``size`` (the last one shorter), each with the offset
+    just after its last line: what the ingest stores a transaction at a time. An unterminated last line is not read.
+
+    Split out a chunk at a time rather than a line at a time. Memory stays bounded: a line longer than ``limit`` is
+    skipped up to its newline and given as ``(None, its first bytes)`` so the caller can reject it; a line within the
+    limit has itself as its snippet (a snippet is read only of a line without data).
+    """
     f.seek(offset)
     base = offset  # file offset of buf[0]
     buf = b""

@@ -43,7 +43,7 @@ def _line(obj: dict[str, Any], ending: bytes) -> bytes:
 LINE = st.one_of(
     st.builds(_line, EVENT, st.sampled_from([b"", b"\r"])),
     st.binary(max_size=40),
-    st.just(None),  # longer than the limit: complete_lines gives no data, only the snippet
+    st.just(None),  # longer than the limit: line_batches gives no data, only the snippet
 )
 
 

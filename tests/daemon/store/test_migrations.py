@@ -16,14 +16,20 @@ def test_fresh_database_records_every_migration(tmp_path: Path) -> None:
         assert again.migrate() == []
 
 
-def test_citations_survive_the_move_to_line_keys(tmp_path: Path) -> None:
-    db = tmp_path / "old.db"
+def _as_left_before(db: Path, count: int) -> sqlite3.Connection:
+    """A connection to ``db`` made as the version with the first ``count`` migrations left it, in a transaction."""
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
     conn.execute("BEGIN")
-    for name, migration in MIGRATIONS[:3]:  # a database as the version before 004 left it
+    for name, migration in MIGRATIONS[:count]:
         migration(conn)
         conn.execute("INSERT INTO migrations VALUES (?, 'then')", (name,))
+    return conn
+
+
+def test_citations_survive_the_move_to_line_keys(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    conn = _as_left_before(db, 3)  # a database as the version before 004 left it
     conn.execute("INSERT INTO events (path, generation, line, id, ts_us, agent, kind, text, alternatives, subject)"
                  " VALUES ('heartbeats/a.jsonl', 0, 7, 'e-7', 0, 'ada', 'dm', 'x', '[]', '[]')")
     rowid = conn.execute("SELECT rowid FROM events").fetchone()[0]
@@ -99,12 +105,7 @@ def test_citations_keep_only_their_key_and_still_give_the_distinct_targets(tmp_p
     """Migration 015 drops the (type, target) index every ingested citation paid for: a store as 014 left it keeps
     its citations, read by their event's key, and the distinct targets `honestyd verify` checks are the same."""
     db = tmp_path / "old.db"
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    conn.execute("BEGIN")
-    for name, migration in MIGRATIONS[:14]:  # a database as the version before 015 left it
-        migration(conn)
-        conn.execute("INSERT INTO migrations VALUES (?, 'then')", (name,))
+    conn = _as_left_before(db, 14)  # a database as the version before 015 left it
     conn.execute("INSERT INTO events (path, generation, line, id, ts_us, agent, kind, text, alternatives, subject)"
                  " VALUES ('heartbeats/a.jsonl', 0, 7, 'e-7', 0, 'ada', 'dm', 'x', '[]', '[]')")
     conn.executemany("INSERT INTO citations (path, generation, line, seq, type, target) VALUES"
