@@ -36,7 +36,7 @@ class BatchScan:
 
 def terminated_lines(data: bytes) -> list[bytes]:
     """The newline-terminated lines of a whole file's ``data`` (an unterminated last line is not read yet); the
-    daemon tails a log from an offset instead (:func:`collectors.tail.complete_lines`)."""
+    daemon tails a log from an offset instead (:func:`collectors.tail.line_batches`)."""
     lines = data.split(b"\n")
     lines.pop()  # either "" after the final "\n", or an unterminated line that must wait
     return lines

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from collectors import citations as cit
 from collectors.records import Event, Label, Reject
@@ -95,6 +95,17 @@ def _missing(obj: dict[str, Any], keys: tuple[str, ...]) -> str | None:
 
 def parse_event(raw: bytes, path: str, line: int, repo: str, generation: int = 0) -> Event | Reject:
     """Parse one heartbeat line (without its ending) into an :class:`Event` or a :class:`Reject`."""
+    return read_event(raw, path, line, repo, generation, parse_ts, Event)
+
+
+T = TypeVar("T")
+
+
+def read_event(raw: bytes, path: str, line: int, repo: str, generation: int, ts_of: Callable[[object], Any],
+               make: Callable[..., T]) -> T | Reject:
+    """:func:`parse_event`'s reading of one line, its record built by ``make`` from the fields in :class:`Event`'s
+    order, the time read by ``ts_of`` (:func:`parse_ts`, or :func:`~collectors.rfc3339.parse_ts_us` for the store's
+    integer microseconds): the ingest builds its rows straight from the fields, with no Event to unpack again."""
     obj = load_object(raw, path, line)
     if isinstance(obj, Reject):
         return obj
@@ -106,7 +117,7 @@ def parse_event(raw: bytes, path: str, line: int, repo: str, generation: int = 0
             if not isinstance(value, str) or not value:
                 return Reject(path, line, f"missing_{name}", snippet(raw))
     try:
-        ts = parse_ts(ts_raw)
+        ts = ts_of(ts_raw)
     except TimestampError:
         return Reject(path, line, "bad_ts", snippet(raw))
     event_id = get("id")
@@ -114,20 +125,19 @@ def parse_event(raw: bytes, path: str, line: int, repo: str, generation: int = 0
         event_id = hashlib.sha256(raw).hexdigest()[:16]
     text = get("text")
     text = text if isinstance(text, str) else ""
-    thread = get("thread")
-    prompt = get("prompt")
+    thread, prompt, reason, corrects = get("thread"), get("prompt"), get("reason"), get("corrects")
     cites, alternatives, subject = get("citations"), get("alternatives"), get("subject")
-    # Positional, in field order: this runs once per line of every log.
-    return Event(
-        event_id, ts, str(agent), str(kind), path, line,
+    # Positional, in field order, the small checks inline rather than called: this runs once per line of every log.
+    return make(
+        event_id, ts, agent, kind, path, line,
         thread if isinstance(thread, str) else None,
         text,
         cit.extract(text, () if cites is None else _str_list(cites), repo),
         prompt if isinstance(prompt, str) else None,
-        _nonempty_str(get("reason")),
+        reason if isinstance(reason, str) and reason else None,  # as _nonempty_str
         () if alternatives is None else _str_list(alternatives),  # mostly absent: no call for those
         () if subject is None else _str_list(subject),
-        _nonempty_str(get("corrects")),
+        corrects if isinstance(corrects, str) and corrects else None,
         generation,
     )
 

@@ -8,10 +8,12 @@ replaced in place and is read again from 0 as a new *generation*.
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import BinaryIO, NamedTuple
+from itertools import accumulate, islice, repeat
+from typing import BinaryIO
 
 from collectors.jsonl import MAX_LINE_BYTES
 from collectors.safeopen import open_regular
@@ -107,52 +109,62 @@ def find_rotated(directory: str, cursor: Cursor) -> str | None:
     return None
 
 
-class RawLine(NamedTuple):
-    """One complete line: ``data`` without its newline, None when it exceeds the size limit.
-
-    A NamedTuple, not a frozen dataclass: one is made per line tailed, and a frozen dataclass's ``__init__`` sets
-    each field through ``object.__setattr__``.
-    """
-
-    end: int
-    data: bytes | None
-    snippet: bytes
+#: Lines of a batch as :func:`line_batches` gives them: (data, snippet) each, ``data`` the line without its newline, or
+#: None when it exceeds the size limit and ``snippet`` then its first bytes.
+Lines = list[tuple[bytes | None, bytes]]
 
 
-def complete_lines(f: BinaryIO, offset: int, limit: int = MAX_LINE_BYTES) -> Iterator[RawLine]:
-    """Yield the newline-terminated lines from ``offset``; an unterminated last line is not read.
+def line_batches(f: BinaryIO, offset: int, size: int, limit: int = MAX_LINE_BYTES) -> Iterator[tuple[Lines, int]]:
+    """The newline-terminated lines from ``offset`` in lists of ``size`` (the last one shorter), each with the offset
+    just after its last line: what the ingest stores a transaction at a time. An unterminated last line is not read.
 
-    Memory stays bounded: a line longer than ``limit`` is skipped up to its newline and yielded
-    with ``data=None`` so the caller can reject it.
+    Split out a chunk at a time rather than a line at a time. Memory stays bounded: a line longer than ``limit`` is
+    skipped up to its newline and given as ``(None, its first bytes)`` so the caller can reject it; a line within the
+    limit has itself as its snippet (a snippet is read only of a line without data).
     """
     f.seek(offset)
     base = offset  # file offset of buf[0]
     buf = b""
     skipping: bytes | None = None  # snippet of an oversized line being skipped
+    # The lines not yet given, as their data and snippets: bytes, not pairs, which the cyclic collector tracks (the
+    # caller pauses it while a batch is made, not while these wait for the next one).
+    datas: list[bytes | None] = []
+    snippets: list[bytes] = []
+    ends: list[int] = []  # the offset just after each
     while True:
         chunk = f.read(CHUNK)
         if not chunk:
-            return
+            break
         if skipping is not None:
             nl = chunk.find(b"\n")
             if nl < 0:
                 base += len(chunk)
                 continue
-            yield RawLine(base + nl + 1, None, skipping)
+            datas.append(None)
+            snippets.append(skipping)
+            ends.append(base + nl + 1)
             skipping = None
             base += nl + 1
-            chunk = chunk[nl + 1 :]
+            chunk = chunk[nl + 1:]
         buf += chunk
-        start = 0
-        while (nl := buf.find(b"\n", start)) >= 0:
-            line = buf[start:nl]
-            # The limit is on the line without its ending; allow for a "\r" before "\n".
-            data = line if len(line) <= limit + 1 else None
-            yield RawLine(base + nl + 1, data, line[:SNIPPET_BYTES])
-            start = nl + 1
-        buf = buf[start:]
-        base += start
+        pieces = buf.split(b"\n")
+        buf = pieces.pop()  # after the last newline: not a complete line yet
+        if pieces:
+            if max(map(len, pieces)) <= limit + 1:  # the limit is on the line without "\r\n"
+                datas += pieces
+                snippets += pieces
+            else:
+                datas += [p if len(p) <= limit + 1 else None for p in pieces]
+                snippets += [p if len(p) <= limit + 1 else p[:SNIPPET_BYTES] for p in pieces]
+            # Each line's end: from base, the running sum of the lengths, one more for each newline (all in C).
+            ends += islice(accumulate(map(operator.add, map(len, pieces), repeat(1)), initial=base), 1, None)
+            base = ends[-1]
         if len(buf) > limit + 1:
             skipping = buf[:SNIPPET_BYTES]
             base += len(buf)
             buf = b""
+        while len(datas) >= size:
+            yield list(zip(datas[:size], snippets[:size], strict=True)), ends[size - 1]
+            del datas[:size], snippets[:size], ends[:size]
+    if datas:
+        yield list(zip(datas, snippets, strict=True)), ends[-1]

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import replace
 
 from collectors.safeopen import RefusedFile, open_for_reading
 from collectors.sources import LOGS
 from collectors.statedir import FileInfo, inside
-from collectors.tail import Cursor, advance, complete_lines, find_rotated, matches, new_cursor
+from collectors.tail import Cursor, Lines, advance, find_rotated, line_batches, matches, new_cursor
+from daemon import gcpolicy
 from daemon.ingest.parse import Parsed, parse_batch
 from daemon.ingest.state import IngestState, IngestStats
 from daemon.skips import vanished
@@ -105,19 +107,28 @@ class LogTailing(IngestState):
                 log.info("%s: truncated or rewritten; reading again from the start", cursor.path)
                 cursor = new_cursor(cursor.path, cursor.dev, cursor.ino, cursor.generation + 1)
             line = cursor.line
-            lines: list[tuple[bytes | None, bytes]] = []
-            end = cursor.offset
-            for raw in complete_lines(f, cursor.offset):
-                line += 1
-                end = raw.end
-                lines.append((raw.data, raw.snippet))
-                if len(lines) >= self.batch_lines:
-                    cursor = self._commit(self._parse(lines, cursor, line, source), cursor, fd, end, line, source,
-                                          stats)
-                    lines = []
-            if lines or end != cursor.offset or self._cursor(cursor.path) != cursor:
-                cursor = self._commit(self._parse(lines, cursor, line, source), cursor, fd, end, line, source, stats)
+            unread = line_batches(f, cursor.offset, self.batch_lines)
+            read = True
+            while read:
+                # A batch's lines and rows are thousands of new objects, kept until its commit and gone after it, and
+                # reading, parsing and storing them makes no cycles: a collection would only walk them again and again.
+                with gcpolicy.paused(freeze=False):
+                    cursor, line, read = self._batch(unread, cursor, fd, line, source, stats)
+            if self._cursor(cursor.path) != cursor:  # a new or restarted file with no line yet: its cursor is stored
+                cursor = self._commit(self._parse([], cursor, line, source), cursor, fd, cursor.offset, line, source,
+                                      stats)
         return cursor
+
+    def _batch(self, unread: Iterator[tuple[Lines, int]], cursor: Cursor, fd: int, line: int, source: str,
+               stats: IngestStats) -> tuple[Cursor, int, bool]:
+        """Parse and store the next batch of ``unread``, the lines after ``line`` (where ``cursor`` stands); returns
+        the cursor and line after them, and whether there was one. Its objects die as it returns."""
+        batch = next(unread, None)
+        if batch is None:
+            return cursor, line, False
+        lines, end = batch
+        line += len(lines)
+        return self._commit(self._parse(lines, cursor, line, source), cursor, fd, end, line, source, stats), line, True
 
     def _parse(self, lines: list[tuple[bytes | None, bytes]], cursor: Cursor, last: int, source: str) -> Parsed:
         """Parse ``lines``, the last of which is line ``last`` of the cursor's file."""

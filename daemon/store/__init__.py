@@ -24,7 +24,16 @@ from daemon.store.gate import Gate
 from daemon.store.migrations import MIGRATIONS, Migration
 from daemon.store.pagereads import PageReads
 from daemon.store.reviews import ReviewRows
-from daemon.store.rows import CitationRow, EventRow, Fingerprint, IndexRow, StoredStat, copy_columns, event_rows
+from daemon.store.rows import (
+    CitationRow,
+    EventRow,
+    Fingerprint,
+    IndexRow,
+    StoredStat,
+    copy_columns,
+    event_rows,
+    row_builder,
+)
 from daemon.store.salvage import Salvage, quick_check, table_names
 from daemon.store.writes import Writes
 
@@ -38,5 +47,6 @@ class Store(Writes, Feed, ReviewRows, PageReads):
 
 __all__ = [
     "MIGRATIONS", "CitationRow", "EventRow", "Fingerprint", "Gate", "IndexRow", "Migration", "Salvage", "Store",
-    "StoredStat", "copy_columns", "event_rows", "quick_check", "store_damaged", "store_full", "table_names", "to_us",
+    "StoredStat", "copy_columns", "event_rows", "quick_check", "row_builder", "store_damaged", "store_full",
+    "table_names", "to_us",
 ]

@@ -219,6 +219,13 @@ def _m014_file_fingerprints(conn: sqlite3.Connection) -> None:
         conn.execute(f"ALTER TABLE files ADD COLUMN {column} INTEGER")
 
 
+def _m015_citations_keep_only_their_key(conn: sqlite3.Connection) -> None:
+    # The (type, target) index served one query, the distinct targets a one-shot `honestyd verify` reads once per run,
+    # yet every citation of every ingest inserted an entry in it at a random place: a large share of the ingest's
+    # writes (docs/performance.md, issue 25). Without it that query reads the table once and sorts its targets.
+    conn.execute("DROP INDEX IF EXISTS citations_target")
+
+
 #: Named migrations, applied in order and recorded in the ``migrations`` table.
 MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("001_initial", _m001_initial),
@@ -235,4 +242,5 @@ MIGRATIONS: Sequence[tuple[str, Migration]] = (
     ("012_review_events", _m012_review_events),
     ("013_ids_let_go", _m013_ids_let_go),
     ("014_file_fingerprints", _m014_file_fingerprints),
+    ("015_citations_keep_only_their_key", _m015_citations_keep_only_their_key),
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from json.encoder import encode_basestring_ascii
@@ -79,19 +79,38 @@ CitationRow = tuple[str, int, int, int, str, str]
 
 
 def event_rows(events: Iterable[Event]) -> tuple[list[EventRow], list[CitationRow]]:
-    """The rows :meth:`Store.add_events` inserts for ``events`` (ingest builds them once, while parsing)."""
+    """The rows :meth:`Store.add_events` inserts for ``events``."""
+    rows, cites, build = row_builder()
+    # Unpacked rather than read by name: a batch may hold many.
+    for (event_id, ts, agent, kind, path, line, thread, text, citations, prompt, reason, alternatives, subject,
+         corrects, generation) in events:
+        build(event_id, to_us(ts), agent, kind, path, line, thread, text, citations, prompt, reason, alternatives,
+              subject, corrects, generation)
+    return rows, cites
+
+
+#: Adds one event's rows, given its fields in :class:`Event`'s order with the time in microseconds.
+RowBuild = Callable[[str, int, str, str, str, "int | None", "str | None", str, "tuple[Citation, ...]", "str | None",
+                     "str | None", "tuple[str, ...]", "tuple[str, ...]", "str | None", int], None]
+
+
+def row_builder() -> tuple[list[EventRow], list[CitationRow], RowBuild]:
+    """Empty lists of event and citation rows, and the function that adds one event's rows to them: the ingest hands
+    it to :func:`collectors.jsonl.read_event` as the record's maker, so a line becomes rows with no Event between."""
     rows: list[EventRow] = []
     cites: list[CitationRow] = []
     add, cite = rows.append, cites.append
-    # Unpacked rather than read by name: this runs once per line of every ingest.
-    for (event_id, ts, agent, kind, path, line, thread, text, citations, prompt, reason, alternatives, subject,
-         corrects, generation) in events:
+
+    def build(event_id: str, ts_us: int, agent: str, kind: str, path: str, line: int | None, thread: str | None,
+              text: str, citations: tuple[Citation, ...], prompt: str | None, reason: str | None,
+              alternatives: tuple[str, ...], subject: tuple[str, ...], corrects: str | None, generation: int) -> None:
         line = line or 0
-        add((path, generation, line, event_id, to_us(ts), agent, kind, thread, text, prompt, reason,
-             json_list(alternatives), json_list(subject), corrects))
+        add((path, generation, line, event_id, ts_us, agent, kind, thread, text, prompt, reason,
+             json_list(alternatives) if alternatives else "[]", json_list(subject) if subject else "[]", corrects))
         for i, (kind_, target) in enumerate(citations):
             cite((path, generation, line, i, kind_, target))
-    return rows, cites
+
+    return rows, cites, build
 
 
 FILE_COLUMNS = "path, created_us, deleted_us, mtime_ns, size, sha, front_matter, canonical, ctime_ns, dev, ino, seen_ns"

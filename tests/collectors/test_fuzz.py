@@ -13,7 +13,8 @@ Targets and their documented outcomes:
 * label bodies of ``POST /v1/labels`` (the real aiohttp handler, in-process): 201/400/403/413, never 5xx, and a
   label the API accepts is one the ingester accepts back from ``labels/api.jsonl``;
 * ``parse_eval`` (arbitrary JSON): an EvalReport with sane figures or a Reject naming the field;
-* ``parse_ts`` (arbitrary and near-valid text): an aware UTC datetime or TimestampError; format/parse round-trips.
+* ``parse_ts`` (arbitrary and near-valid text): an aware UTC datetime or TimestampError; format/parse round-trips;
+  ``parse_ts_us`` (the ingest's reading straight to microseconds) accepts, refuses and reads as it does.
 
 Every target runs derandomized (the same examples on every run; no example database), sized so the file takes
 30-40 s on the 2-core box. Examples per target, as counted by this file on the last run
@@ -23,7 +24,7 @@ Every target runs derandomized (the same examples on every run; no example datab
     load_object vs json.loads 1500, parse_label bytes 1500, parse_label objects 500, front matter text 1500,
     parse_markdown bytes 1000, citations.extract 1500, citations differential 2500, citations differential, entries
     2500, config_from_dict 500, label bodies 302, parse_eval 700, parse_ts text 1200, parse_ts near-valid 3000,
-    parse_ts Z vs +00:00 1500
+    parse_ts Z vs +00:00 1500, parse_ts_us vs parse_ts 3000
     (+ 24 fixed 100 KB adversarial timing inputs, 2 at 1 MiB, 9 edge lines, 5 edge reports).
 
 An earlier, larger run (parse_event objects 2000, config_from_dict 2000, parse_eval 2000, citations differential
@@ -59,7 +60,7 @@ from collectors.evals import HONESTY_FIELDS, parse_eval
 from collectors.jsonl import MAX_LINE_BYTES, load_object, parse_event, parse_label
 from collectors.markdown import parse_markdown, split_front_matter
 from collectors.records import EvalReport, Event, Label, Reject
-from collectors.rfc3339 import TimestampError, format_ts, parse_ts
+from collectors.rfc3339 import TimestampError, format_ts, parse_ts, parse_ts_us, to_us
 from daemon.config import COMPONENTS, Config, ConfigError, config_from_dict
 
 COUNTS: Counter[str] = Counter()
@@ -668,6 +669,34 @@ def test_parse_ts_reads_z_as_the_zero_offset(stem: str) -> None:
             results.append(None)
     assert results[0] == results[1]
     assert results[0] is None or results[0].tzinfo is UTC
+
+
+def _us_or_refused(read: Any, value: object) -> int | None:
+    try:
+        return int(read(value))
+    except TimestampError:
+        return None
+
+
+def _written(t: datetime, digits: int, sep: str, zone: str) -> str:
+    """``t`` as a log may write it: any separator, a fraction of ``digits`` digits (beyond six: made-up ones)."""
+    fraction = f"{t.microsecond:06d}{t.second * 7:03d}"[:digits]
+    return (f"{t.year:04d}-{t.month:02d}-{t.day:02d}{sep}{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
+            + (f".{fraction}" if digits else "") + zone)
+
+
+#: Valid times of any instant datetime can hold, written in every accepted form, the usual one most often.
+WRITTEN_TS = st.builds(_written, st.datetimes(), st.integers(0, 9), st.sampled_from(["T", "T", "t", " "]),
+                       st.sampled_from(["Z", "Z", "z", "+00:00", "-23:59", "+05:30"]))
+
+
+@fuzz(3000)
+@given(value=st.one_of(WRITTEN_TS, NEAR_TS, NEAR_STEM.map(lambda stem: stem + "Z"), st.text(max_size=40), SCALARS))
+def test_parse_ts_us_reads_as_parse_ts_then_to_us(value: Any) -> None:
+    """The ingest reads times straight to microseconds (the usual form in one call, no datetime kept): it accepts and
+    refuses exactly what ``parse_ts`` does, and gives the same instant."""
+    COUNTS["parse_ts_us vs parse_ts"] += 1
+    assert _us_or_refused(parse_ts_us, value) == _us_or_refused(lambda v: to_us(parse_ts(v)), value)
 
 
 # --- bugs this suite found in daemon/config.py and daemon/http/api.py (fixed; kept as regression tests)

@@ -5,6 +5,7 @@ and not, many of them citing."""
 
 from __future__ import annotations
 
+import gc
 import json
 from typing import Any
 
@@ -23,7 +24,10 @@ WORDS = ["See", "run #123456", "Run #12", "issue #7", "PR #0", "pull request #42
          "http://H.example/", "cos-state/x/../y.md", "é", "[", "]", "(", ")", "/", " ", "ok."]
 TEXT = st.one_of(st.text(max_size=60), st.lists(st.sampled_from(WORDS), max_size=12).map(" ".join))
 STRINGS = st.one_of(st.none(), st.integers(), TEXT, st.lists(st.one_of(TEXT, st.integers()), max_size=3))
-TS = st.sampled_from(["2026-05-31T03:40:00Z", "2026-05-31 03:40:00.1234567+02:00", "2026-05-31T03:40:00", "", "x"])
+#: Times the ingest reads straight to microseconds (``Z`` ones summed from their fields) and the ones it refuses.
+TS = st.sampled_from(["2026-05-31T03:40:00Z", "2026-05-31 03:40:00.1234567+02:00", "2026-05-31T03:40:00", "", "x",
+                      "2026-05-31t03:40:00.5z", "2024-02-29T23:59:59.999999Z", "2026-02-29T00:00:00Z",
+                      "2026-05-31T24:00:00Z", "1969-12-31T23:59:59.9Z", "0001-01-01T00:00:00+00:01"])
 EVENT = st.fixed_dictionaries(
     {"ts": TS, "agent": st.sampled_from(["ada", "bo", ""]), "kind": st.sampled_from(["dm", "refusal", "ack"])},
     optional={"id": st.one_of(st.none(), st.sampled_from(["e1", "e2", ""])), "text": TEXT, "citations": STRINGS,
@@ -39,7 +43,7 @@ def _line(obj: dict[str, Any], ending: bytes) -> bytes:
 LINE = st.one_of(
     st.builds(_line, EVENT, st.sampled_from([b"", b"\r"])),
     st.binary(max_size=40),
-    st.just(None),  # longer than the limit: complete_lines gives no data, only the snippet
+    st.just(None),  # longer than the limit: line_batches gives no data, only the snippet
 )
 
 
@@ -78,3 +82,36 @@ def test_a_batch_of_heartbeat_lines_reads_as_each_line_alone(raw: list[bytes | N
     parsed = parse_batch(lines, PATH, first, generation, "heartbeats", repo)
     assert parsed == reference_batch(lines, first, generation, repo)
     assert len(parsed.rows) + len(parsed.rejects) == len(lines)
+
+
+def test_a_batch_of_heartbeat_lines_starts_no_garbage_collection() -> None:
+    """Each line's rows are new objects kept to the batch's end: with the collector on, thousands of them would start
+    collections that walk them all again. The batch pauses it (one young collection may follow), and leaves it as it
+    was found."""
+    line = _line({"ts": "2026-05-31T03:40:00Z", "agent": "ada", "kind": "dm", "text": "See run #123456 and acme/app#9",
+                  "citations": ["https://h.example/a"]}, b"")
+    lines = [(line, line[:100])] * 5000
+    collections: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    assert gc.isenabled()
+    gc.callbacks.append(count)
+    try:
+        parsed = parse_batch(lines, PATH, 1, 0, "heartbeats", "acme/app")
+        during = list(collections)
+        enabled_after = gc.isenabled()
+        gc.disable()
+        try:
+            parse_batch(lines, PATH, 1, 0, "heartbeats", "acme/app")
+            still_disabled = not gc.isenabled()  # a caller that had it off keeps it off
+        finally:
+            gc.enable()
+    finally:
+        gc.callbacks.remove(count)
+    assert len(parsed.rows) == 5000 and len(parsed.citations) == 15000
+    # At most the one young collection the result's first allocations start once the collector is back on.
+    assert during in ([], [0]), f"{len(during)} collections during one batch"
+    assert enabled_after and still_disabled

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from collectors.jsonl import MAX_LINE_BYTES
-from collectors.tail import CHUNK, complete_lines
+from collectors.tail import CHUNK, line_batches
 from daemon import cli
 from daemon.config import Config
 from daemon.ingest import Ingester, IngestStats
@@ -331,7 +331,7 @@ def test_line_reader_memory_is_bounded(tmp_path: Path) -> None:
     tracemalloc.start()
     try:
         with open(big, "rb") as f:
-            lines = [(r.end, r.data, len(r.snippet)) for r in complete_lines(f, 0)]
+            lines = [(end, data, len(snippet)) for [(data, snippet)], end in line_batches(f, 0, 1)]
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

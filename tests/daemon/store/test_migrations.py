@@ -16,14 +16,20 @@ def test_fresh_database_records_every_migration(tmp_path: Path) -> None:
         assert again.migrate() == []
 
 
-def test_citations_survive_the_move_to_line_keys(tmp_path: Path) -> None:
-    db = tmp_path / "old.db"
+def _as_left_before(db: Path, count: int) -> sqlite3.Connection:
+    """A connection to ``db`` made as the version with the first ``count`` migrations left it, in a transaction."""
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
     conn.execute("BEGIN")
-    for name, migration in MIGRATIONS[:3]:  # a database as the version before 004 left it
+    for name, migration in MIGRATIONS[:count]:
         migration(conn)
         conn.execute("INSERT INTO migrations VALUES (?, 'then')", (name,))
+    return conn
+
+
+def test_citations_survive_the_move_to_line_keys(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    conn = _as_left_before(db, 3)  # a database as the version before 004 left it
     conn.execute("INSERT INTO events (path, generation, line, id, ts_us, agent, kind, text, alternatives, subject)"
                  " VALUES ('heartbeats/a.jsonl', 0, 7, 'e-7', 0, 'ada', 'dm', 'x', '[]', '[]')")
     rowid = conn.execute("SELECT rowid FROM events").fetchone()[0]
@@ -93,6 +99,28 @@ def test_events_keep_only_the_index_their_queries_use(tmp_path: Path) -> None:
         plan = " ".join(row[3] for row in store.conn.execute(
             "EXPLAIN QUERY PLAN DELETE FROM events WHERE path = ? AND line = 0", ("briefs/b.md",)))
         assert "sqlite_autoindex_events_1" in plan, plan
+
+
+def test_citations_keep_only_their_key_and_still_give_the_distinct_targets(tmp_path: Path) -> None:
+    """Migration 015 drops the (type, target) index every ingested citation paid for: a store as 014 left it keeps
+    its citations, read by their event's key, and the distinct targets `honestyd verify` checks are the same."""
+    db = tmp_path / "old.db"
+    conn = _as_left_before(db, 14)  # a database as the version before 015 left it
+    conn.execute("INSERT INTO events (path, generation, line, id, ts_us, agent, kind, text, alternatives, subject)"
+                 " VALUES ('heartbeats/a.jsonl', 0, 7, 'e-7', 0, 'ada', 'dm', 'x', '[]', '[]')")
+    conn.executemany("INSERT INTO citations (path, generation, line, seq, type, target) VALUES"
+                     " ('heartbeats/a.jsonl', 0, 7, ?, ?, ?)", [(0, "url", "https://x.org"), (1, "run", "run:123456")])
+    conn.execute("COMMIT")
+    assert "citations_target" in {r[1] for r in conn.execute("PRAGMA index_list(citations)")}
+    conn.close()
+    with Store.open(db) as store:
+        assert store.migrations()[14] == "015_citations_keep_only_their_key"
+        assert [r[1] for r in store.conn.execute("PRAGMA index_list(citations)")] == ["sqlite_autoindex_citations_1"]
+        [event] = store.events()
+        assert [tuple(c) for c in event.citations] == [("url", "https://x.org"), ("run", "run:123456")]
+        assert store.citation_targets() == [("run", "run:123456"), ("url", "https://x.org")]
+    with Store.open(tmp_path / "fresh.db") as fresh:
+        assert [r[1] for r in fresh.conn.execute("PRAGMA index_list(citations)")] == ["sqlite_autoindex_citations_1"]
 
 
 def test_an_index_update_feeds_a_files_row_only_when_created_or_deleted_changes(tmp_path: Path) -> None:
