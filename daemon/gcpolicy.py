@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -31,22 +32,37 @@ FREEZE_EVERY = 5.0
 SWEEP_EVERY = 86_400.0
 
 
+#: Pauses under way (any thread), and whether the collector was on when the first of them began.
+_pauses = 0
+_resume = False
+_pause_lock = threading.Lock()
+
+
 @contextmanager
 def paused(*, freeze: bool) -> Iterator[None]:
     """No garbage collection while millions of long-lived objects are made (each collection would walk them again, and
     the oldest generation's walks all of them); with ``freeze``, everything made so far is frozen out of it afterwards,
     else the next allocation would start a full collection walking them all once more. The collector is left as it
     was found (a caller that had it off keeps it off).
+
+    The collector is the process's: pauses in several threads (an ingest batch beside a first evaluation) overlap, and
+    it comes back on only when the last of them ends, not when the first does.
     """
-    was = gc.isenabled()
-    gc.disable()
+    global _pauses, _resume
+    with _pause_lock:
+        if not _pauses:
+            _resume = gc.isenabled()
+        _pauses += 1
+        gc.disable()
     try:
         yield
     finally:
         if freeze:
             gc.freeze()
-        if was:
-            gc.enable()
+        with _pause_lock:
+            _pauses -= 1
+            if not _pauses and _resume:
+                gc.enable()
 
 
 T = TypeVar("T")

@@ -103,3 +103,23 @@ def test_items_read_are_frozen_in_batches_and_the_collector_stays_on() -> None:
     assert not any(_tracked(x) for x in taken[:20])
     assert _tracked(taken[20])
     assert [*taken, *read] == [[k] for k in range(25)]
+
+
+def test_overlapping_pauses_turn_the_collector_on_when_the_last_ends() -> None:
+    """An ingest batch's pause and a first evaluation's, in two threads, end in either order: the first to end must
+    not turn the collector back on under the other."""
+    assert gc.isenabled()
+    first, second = gcpolicy.paused(freeze=False), gcpolicy.paused(freeze=False)
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # not the innermost: as another thread's pause ends
+    assert not gc.isenabled()
+    second.__exit__(None, None, None)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gcpolicy.paused(freeze=False):
+            pass
+        assert not gc.isenabled()  # a caller that had it off keeps it off
+    finally:
+        gc.enable()
