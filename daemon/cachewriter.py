@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import gc
 import logging
 import os
@@ -28,18 +27,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon import modelcache
+from daemon import forking, modelcache
 from daemon.config import Config
 from daemon.executors import run_in
 from daemon.modelkeeper import LiveFeed, Marks, ModelKeeper
 from daemon.store import Store
 
 log = logging.getLogger("honestyd")
-
-#: prctl(2)'s option that signals the child when the thread that forked it ends.
-_PR_SET_PDEATHSIG = 1
-#: libc's prctl, resolved at import (a dlopen in the child could wait for a loader lock another thread held).
-_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
 
 
 @dataclass(frozen=True)
@@ -211,10 +205,7 @@ def _child(feed: LiveFeed, marks: Marks, path: Path, store_id: str, report: int,
     status = 1
     try:
         gc.disable()  # a collection would touch (so copy) every page of the model; the child ends soon anyway
-        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:  # the parent died before the line above: no one waits for this cache
-            os._exit(1)
-        _close_inherited(keep={0, 1, 2, report})
+        forking.become_child(parent, keep={0, 1, 2, report})
         size = modelcache.save_held(feed, marks, path, store_id)
         os.write(report, f"ok {size}".encode())
         status = 0
@@ -223,12 +214,3 @@ def _child(feed: LiveFeed, marks: Marks, path: Path, store_id: str, report: int,
             os.write(report, f"{type(exc).__name__}: {exc}".encode()[:2000])
     finally:
         os._exit(status)
-
-
-def _close_inherited(keep: set[int]) -> None:
-    """Close every descriptor but ``keep``: the listening sockets and the store lock must die with the parent."""
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd not in keep:
-            with contextlib.suppress(OSError):  # the descriptor listdir itself had open
-                os.close(fd)

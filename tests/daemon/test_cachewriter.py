@@ -12,7 +12,7 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
-from daemon import cachewriter, modelcache
+from daemon import cachewriter, forking, modelcache
 from daemon.modelkeeper import ModelKeeper
 from tests.daemon.test_modelcache import CONFIG, World, _same_scores
 from tests.daemon.test_modelcache import world as world  # the fixture
@@ -44,12 +44,12 @@ def test_a_write_that_fails_comes_back_as_its_reason(world: World, tmp_path: Pat
 
 def test_the_writer_closes_every_descriptor_it_inherited(tmp_path: Path) -> None:
     """The port and the store's lock must die with the daemon, not live on in its writer: in a forked child,
-    _close_inherited leaves only what it was told to keep (five files this process holds open among those closed)."""
+    close_inherited leaves only what it was told to keep (five files this process holds open among those closed)."""
     held = [os.open(tmp_path / f"held-{i}", os.O_CREAT | os.O_WRONLY) for i in range(5)]
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
-        cachewriter._close_inherited(keep={0, 1, 2, write_end})
+        forking.close_inherited(keep={0, 1, 2, write_end})
         os.write(write_end, " ".join(sorted(os.listdir("/proc/self/fd"))).encode())
         os._exit(0)
     os.close(write_end)
