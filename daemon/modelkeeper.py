@@ -28,13 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 from collectors.records import EvalReport, Event, Label
 from collectors.rfc3339 import from_us, to_us
-from daemon import gcpolicy, limits
+from daemon import coldsplit, gcpolicy, limits
 from daemon.config import Config
 from daemon.executors import run_in
 from daemon.limits import Exported, HeldBackLog
 from daemon.store import Store
 from scorers.live import HistoryEvicted, LiveModel
 from scorers.live.records import id_hash
+from scorers.live.sums import Split
 from scorers.progress import LabelTally
 from scorers.score import AgentResult, WindowResult, window_width
 
@@ -196,15 +197,18 @@ class LiveFeed:
                 modified) + relinked
             return self.applied
 
-    def evaluate(self, at: datetime, store: Store | None = None) -> dict[str, WindowResult]:
+    def evaluate(self, at: datetime, store: Store | None = None, *,
+                 split: Split | None = coldsplit.forked) -> dict[str, WindowResult]:
         """Every configured window at ``at`` (``store``: where the ids the model moved out are asked about; without
-        one, :meth:`ids_stored` must not have been called)."""
+        one, :meth:`ids_stored` must not have been called). ``split``: where an evaluation that rebuilds the model
+        (the first one) may work out part of the rules' outcomes (daemon/coldsplit.py: a forked copy, on a second
+        core)."""
         with self._lock, contextlib.ExitStack() as stack:
             if store is not None:  # each question a read of its own: a read transaction held would hold up COMMITs
                 stack.enter_context(self._asking(store))
             if self.at is None:  # the first one indexes every record: no collections, and the indexes frozen after
                 stack.enter_context(gcpolicy.paused(freeze=True))
-            windows = self.model.evaluate(at)
+            windows = self.model.evaluate(at, split=split)
             self.at = at
             self.size = self.model.size()
             self.unmatched = self.model.unmatched_labels

@@ -19,7 +19,7 @@ from scorers.live.eviction import Eviction
 from scorers.live.invalidation import Invalidation
 from scorers.live.records import ById, sorted_by_key, ts_of
 from scorers.live.review import Review
-from scorers.live.sums import Summing
+from scorers.live.sums import Split, Summing
 from scorers.live.visibility import Visibility
 from scorers.rule import Rule
 from scorers.rules import RULES
@@ -52,8 +52,10 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
 
     # --- evaluation
 
-    def evaluate(self, at: datetime) -> dict[str, WindowResult]:
-        """Every configured window at ``at``: the same results as :func:`scorers.score.evaluate`, without rows."""
+    def evaluate(self, at: datetime, *, split: Split | None = None) -> dict[str, WindowResult]:
+        """Every configured window at ``at``: the same results as :func:`scorers.score.evaluate`, without rows.
+        ``split``: when this evaluation rebuilds the model, what may work out part of its outcomes elsewhere (see
+        :meth:`rerun_all`)."""
         horizon = self._horizon(at)
         if self._fresh or at < self.at:
             self._rebuild(at, horizon)
@@ -65,11 +67,7 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
         all_dirty, self._all_dirty = self._all_dirty, False
         dirty, self._dirty = self._dirty, ById()
         if all_dirty:  # a rebuild: every decision runs once (those marked since among them)
-            self.evaluated = 0
-            for each in self._agents.values():
-                for k, d in enumerate(each.events):
-                    self._reevaluate(d, each, k)
-                self.evaluated += len(each.events)
+            self.rerun_all(split)
             return {name: self._window(name, width) for name, width in self.config.scoring.windows}
         self.evaluated = len(dirty)
         by_agent: dict[str, list[Event]] = defaultdict(list)

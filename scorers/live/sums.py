@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from collectors.records import Event
@@ -22,6 +22,14 @@ from scorers.live.records import ts_of
 from scorers.lookups import check_expires, current_check
 from scorers.outcome import NOT_APPLICABLE, PENDING
 from scorers.score import AgentResult, ComponentResult, WindowResult, summarise
+
+#: What the rules say of one decision: its counts, when they stop being valid (NEVER: never by time alone), and per
+#: rule reaching back, the (time the window must hold, what it then adds) to keep, or None to leave as it is.
+Anchor = tuple[datetime | None, tuple[int, int, int, int]]
+Outcomes = tuple[tuple[int, ...], datetime, tuple[Anchor | None, ...]]
+#: Works out part of a rebuild's outcomes elsewhere (see Summing.rerun_all).
+Split = Callable[[list[str], list[int], Callable[[Sequence[str]], list[list[Outcomes]]]],
+                 tuple[Collection[str], Callable[[], Mapping[str, Sequence[Outcomes]]]]]
 
 #: Decisions per block of the cached prefix sums (see range_sums): a window's sum adds at most 2 × (BLOCK − 1)
 #: decisions' counts to one difference of prefixes.
@@ -33,6 +41,11 @@ class Summing(Indexing):
 
     def _reevaluate(self, e: Event, a: Agent, i: int) -> None:
         """Run the rules for ``e`` (at ``a.events[i]``) and keep its counts and when they stop being valid."""
+        self._apply(e, a, i, self._outcomes(e, a, i))
+
+    def _outcomes(self, e: Event, a: Agent, i: int) -> Outcomes:
+        """What the rules say of ``e`` (at ``a.events[i]``), for :meth:`_apply`; reads the model, changes nothing of
+        it (so the decisions of different agents can be worked out apart: see :meth:`rerun_all`)."""
         plan = self.plan
         counts = [0] * plan.columns
         gaps = plan.false_gaps
@@ -55,6 +68,7 @@ class Summing(Indexing):
                 check = current_check(latest, (c.type, c.target), at, max_age)  # as self.checks, without the view
                 if check is not None:
                     until = min(until, check_expires(check, max_age))
+        anchors: list[Anchor | None] = []
         for (reaches_back, s, valid_until, false_gap), an in zip(plan.anchored, a.anchored, strict=True):
             o, t = reaches_back(e, self)
             mark, _, passed, counted = o
@@ -69,13 +83,61 @@ class Summing(Indexing):
                         until = deadline
             else:
                 t = None  # a — adds nothing to any window, in it or not
-            if t is not None or an.times[i] is not None:
-                an.set(e, i, t, (passed, counted, undecided, gap), a.merged)
+            anchors.append((t, (passed, counted, undecided, gap)) if t is not None or an.times[i] is not None
+                           else None)
+        return tuple(counts), until, tuple(anchors)
+
+    def _apply(self, e: Event, a: Agent, i: int, outcomes: Outcomes) -> None:
+        """Keep what :meth:`_outcomes` said of ``e`` (at ``a.events[i]``): its counts, the times its outcomes need
+        inside the window, and when they stop being valid."""
+        counts, until, anchors = outcomes
+        for anchor, an in zip(anchors, a.anchored, strict=True):
+            if anchor is not None:
+                an.set(e, i, anchor[0], anchor[1], a.merged)
         self._changed(a, i)
-        shared = tuple(counts)
-        a.counts[i] = self._shared.setdefault(("counts", shared), shared)
+        a.counts[i] = self._shared.setdefault(("counts", counts), counts)
         if until < NEVER:
             heapq.heappush(self._expiry, (until, next(self._seq), e))
+
+    def rerun_all(self, split: Split | None = None) -> None:
+        """Run the rules for every decision (a rebuild). ``split`` may work out part of them elsewhere (another
+        process, with a copy of this model): given the agents' names in order, their numbers of decisions and a
+        function working out the outcomes of some of them, it returns the names it took and a call that gives their
+        outcomes by agent once done. This model works out and keeps the others meanwhile, then keeps those (any
+        agent the call does not give, it works out itself)."""
+        names = list(self._agents)
+        taken: Collection[str] = ()
+        collect: Callable[[], Mapping[str, Sequence[Outcomes]]] = dict
+        if split is not None:
+            taken, collect = split(names, [len(self._agents[n].events) for n in names], self._outcomes_of)
+        self.evaluated = 0
+        for name in names:
+            if name not in taken:
+                self._rerun(self._agents[name])
+        done = collect() if taken else {}
+        for name in names:
+            if name in taken:
+                a = self._agents[name]
+                outcomes = done.get(name)
+                if outcomes is None or len(outcomes) != len(a.events):
+                    self._rerun(a)
+                    continue
+                for k, (d, o) in enumerate(zip(a.events, outcomes, strict=True)):
+                    self._apply(d, a, k, o)
+                self.evaluated += len(a.events)
+
+    def _rerun(self, a: Agent) -> None:
+        for k, d in enumerate(a.events):
+            self._reevaluate(d, a, k)
+        self.evaluated += len(a.events)
+
+    def _outcomes_of(self, names: Sequence[str]) -> list[list[Outcomes]]:
+        """:meth:`_outcomes` of every decision of these agents, agent by agent."""
+        out = []
+        for name in names:
+            a = self._agents[name]
+            out.append([self._outcomes(d, a, k) for k, d in enumerate(a.events)])
+        return out
 
     def _changed(self, a: Agent, i: int) -> None:
         """The decision at index ``i`` of ``a`` (and so every later position) changed: drop the prefix sums that

@@ -577,6 +577,49 @@ def test_a_rebuild_indexes_what_showing_the_records_one_by_one_does(data: st.Dat
     assert _indexes(rebuilt) == _indexes(one_by_one)
 
 
+def _expiry(model: LiveModel) -> list[tuple[Any, ...]]:
+    return sorted((until, e.order) for until, _, e in model._expiry)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_rebuild_whose_outcomes_are_worked_out_elsewhere_keeps_what_one_pass_keeps(data: st.DataObject) -> None:
+    """A rebuild's ``split`` (daemon/coldsplit.py forks for it) works out some agents' outcomes apart, from the model
+    as it was before any was kept; the model keeps them after its own. Counts, anchors, expiries and windows are what
+    one pass gives, and an agent the split leaves out (its child failed) is worked out here."""
+    lines = _Lines()
+    events = data.draw(st.lists(heartbeat(lines), max_size=40))
+    for path in data.draw(st.lists(st.sampled_from(["briefs/b1.md", "findings/f1.md"]), unique=True)):
+        events += data.draw(document(path))
+    at = _at(data.draw(st.sampled_from(ANCHORS)))
+    lose = data.draw(st.booleans())
+    asked: list[list[str]] = []
+
+    def split(names: list[str], sizes: list[int], work: Callable[..., Any]) -> tuple[Collection[str], Any]:
+        taken = names[::2]
+        assert sizes == [len(one_pass._agents[n].events) for n in names]
+        asked.append(taken)
+
+        def collect() -> dict[str, Any]:
+            done = dict(zip(taken, work(taken), strict=True))
+            if lose and taken:
+                del done[taken[0]]
+            return done
+
+        return taken, collect
+
+    one_pass = LiveModel(CFG)
+    one_pass.add_events(events)
+    expected = {n: to_json(w) for n, w in one_pass.evaluate(at).items()}
+    apart = LiveModel(CFG)
+    apart.add_events(events)
+    assert {n: to_json(w) for n, w in apart.evaluate(at, split=split).items()} == expected
+    assert asked == [list(one_pass._agents)[::2]]
+    assert _indexes(apart) == _indexes(one_pass)
+    assert _expiry(apart) == _expiry(one_pass)
+    assert apart.evaluated == one_pass.evaluated
+
+
 def test_model_with_no_records_lists_no_agent() -> None:
     model = LiveModel(CFG)
     assert all(not w.agents for w in model.evaluate(T0).values())
