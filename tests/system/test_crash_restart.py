@@ -49,6 +49,24 @@ def _writing_every_second(tmp_path: Path) -> tuple[Path, datetime, Path, Path, P
     return root, end, clock, config, tmp_path / "honestyd.db"
 
 
+def _from_the_cache_as_from_the_store(tmp_path: Path, root: Path, config: Path, clock: Path, db: Path,
+                                      last: str) -> None:
+    """A start from the cache catches up to the decision ``last`` and scores what a start from the store alone
+    (the cache deleted) scores."""
+    with daemon(tmp_path, root, config=config, clock_file=clock, db=db) as warm:
+        assert re.search(r"model cache \S+ loaded in", warm.logs()), warm.logs()
+        assert "loading from the store" not in warm.logs()
+        wait_for(lambda: last in warm.get("/v1/agents/ada/audit?window=24h")[1], 20,
+                 "the lines appended after the last write, caught up")
+        from_cache = _scores(warm)
+        assert stop(warm)[0] == 0
+    modelcache.path_for(db).unlink()
+    with daemon(tmp_path, root, config=config, clock_file=clock, db=db) as cold:
+        assert not re.search(r"model cache \S+ loaded in", cold.logs())
+        assert _scores(cold) == from_cache
+        assert stop(cold)[0] == 0
+
+
 def test_a_daemon_sigkilled_after_a_periodic_write_restarts_from_the_cache(tmp_path: Path) -> None:
     root, end, clock, config, db = _writing_every_second(tmp_path)
     cache = modelcache.path_for(db)
@@ -67,18 +85,7 @@ def test_a_daemon_sigkilled_after_a_periodic_write_restarts_from_the_cache(tmp_p
         d.proc.send_signal(signal.SIGKILL)
         d.proc.wait(10)
     assert cache.exists()
-    with daemon(tmp_path, root, config=config, clock_file=clock, db=db) as warm:
-        assert re.search(r"model cache \S+ loaded in", warm.logs()), warm.logs()
-        assert "loading from the store" not in warm.logs()
-        wait_for(lambda: "late-9" in warm.get("/v1/agents/ada/audit?window=24h")[1], 20,
-                 "the line appended after the last write, caught up")
-        from_cache = _scores(warm)
-        assert stop(warm)[0] == 0
-    cache.unlink()
-    with daemon(tmp_path, root, config=config, clock_file=clock, db=db) as cold:
-        assert not re.search(r"model cache \S+ loaded in", cold.logs())
-        assert _scores(cold) == from_cache
-        assert stop(cold)[0] == 0
+    _from_the_cache_as_from_the_store(tmp_path, root, config, clock, db, "late-9")
 
 
 def test_a_model_unchanged_since_the_last_write_is_not_written_again(tmp_path: Path) -> None:
@@ -123,13 +130,4 @@ def test_a_stop_keeps_a_cache_a_few_rows_behind_and_the_next_start_catches_them_
         kept = re.search(r"model cache \S+ kept: the next start catches up the (\d+) rows", d.logs())
         assert kept is not None and int(kept.group(1)) >= 3, d.logs()
     assert (cache.stat().st_ino, cache.stat().st_mtime_ns) == written
-    with daemon(tmp_path, root, config=config, clock_file=clock, db=db) as warm:
-        assert re.search(r"model cache \S+ loaded in", warm.logs()), warm.logs()
-        wait_for(lambda: "late-2" in warm.get("/v1/agents/ada/audit?window=24h")[1], 20, "the lines caught up")
-        from_cache = _scores(warm)
-        assert stop(warm)[0] == 0
-    cache.unlink()
-    with daemon(tmp_path, root, config=config, clock_file=clock, db=db) as cold:
-        assert not re.search(r"model cache \S+ loaded in", cold.logs())
-        assert _scores(cold) == from_cache
-        assert stop(cold)[0] == 0
+    _from_the_cache_as_from_the_store(tmp_path, root, config, clock, db, "late-2")
