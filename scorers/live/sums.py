@@ -111,10 +111,12 @@ class Summing(Indexing):
         if split is not None:
             taken, collect = split(names, [len(self._agents[n].events) for n in names], self._outcomes_of)
         self.evaluated = 0
-        for name in names:
-            if name not in taken:
-                self._rerun(self._agents[name])
-        done = collect() if taken else {}
+        try:
+            for name in names:
+                if name not in taken:
+                    self._rerun(self._agents[name])
+        finally:  # waited for even when a rule raised here: nothing is left running elsewhere
+            done = collect() if taken else {}
         for name in names:
             if name in taken:
                 a = self._agents[name]

@@ -136,3 +136,35 @@ def test_the_feed_s_first_evaluation_splits_its_rules() -> None:
     got = forking.evaluate(T0, split=functools.partial(coldsplit.forked, split_from=0, cores=lambda: 2))
     assert {n: to_json(w) for n, w in got.items()} == expected
     assert _state(forking.model) == _state(plain.model)
+
+
+def test_a_rule_failing_in_the_parent_still_waits_for_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The error is raised, and the child is reaped first (no process left writing into a pipe no one reads)."""
+    model = _model()
+    reaped: list[bool] = []
+    split = functools.partial(coldsplit.forked, split_from=0, cores=lambda: 2)
+
+    def watched(names: list[str], sizes: list[int], work: Any) -> Any:
+        taken, collect = split(names, sizes, work)
+
+        def collected() -> Any:
+            done = collect()
+            reaped.append(bool(done))
+            return done
+
+        return taken, collected
+
+    calls = 0
+    outcomes = model._outcomes
+
+    def failing(e: Any, a: Any, i: int) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls > 5:  # the child's copy fails too (it exits 1): what matters is that the parent waits for it
+            raise RuntimeError("a rule failed")
+        return outcomes(e, a, i)
+
+    monkeypatch.setattr(model, "_outcomes", failing)
+    with pytest.raises(RuntimeError, match="a rule failed"):
+        model.evaluate(T0, split=watched)
+    assert len(reaped) == 1
