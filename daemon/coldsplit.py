@@ -47,8 +47,11 @@ Collected = Callable[[], Mapping[str, Sequence[Outcomes]]]
 
 
 def cores() -> int:
-    """How many cores this process may run on."""
-    return len(os.sched_getaffinity(0))
+    """How many cores this process may run on (1 when it cannot tell: then nothing is forked)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except OSError:  # a seccomp filter stricter than the unit's (sched_getaffinity is in systemd's @default)
+        return 1
 
 
 def forked(names: list[str], sizes: list[int], work: Work, *, split_from: int = SPLIT_FROM,

@@ -168,3 +168,14 @@ def test_a_rule_failing_in_the_parent_still_waits_for_the_child(monkeypatch: pyt
     with pytest.raises(RuntimeError, match="a rule failed"):
         model.evaluate(T0, split=watched)
     assert len(reaped) == 1
+
+
+def test_a_process_that_cannot_ask_its_cores_runs_on_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A seccomp filter that refuses sched_getaffinity (EPERM) must not fail the first evaluation."""
+    assert coldsplit.cores() >= 1
+
+    def refused(pid: int) -> set[int]:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_getaffinity", refused)
+    assert coldsplit.cores() == 1
