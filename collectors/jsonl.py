@@ -93,6 +93,11 @@ def _missing(obj: dict[str, Any], keys: tuple[str, ...]) -> str | None:
     return None
 
 
+def from_json_list(text: str) -> tuple[str, ...]:
+    """The tuple of strings a JSON array of strings holds (as the store keeps alternatives and subjects)."""
+    return tuple(json.loads(text)) if text != "[]" else ()
+
+
 def parse_event(raw: bytes, path: str, line: int, repo: str, generation: int = 0) -> Event | Reject:
     """Parse one heartbeat line (without its ending) into an :class:`Event` or a :class:`Reject`."""
     return read_event(raw, path, line, repo, generation, parse_ts, Event)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -10,6 +9,7 @@ from json.encoder import encode_basestring_ascii
 from typing import Any, NamedTuple
 
 from collectors.citations import Citation
+from collectors.jsonl import from_json_list
 from collectors.records import Event
 from collectors.rfc3339 import from_us, to_us
 
@@ -131,11 +131,6 @@ def json_list(items: tuple[str, ...]) -> str:
     """A tuple of strings as the JSON text a column holds: ``json.dumps(items)``, spelt out with json's own C escaper
     (json.dumps goes through three Python-level calls per list)."""
     return "[" + ", ".join(map(encode_basestring_ascii, items)) + "]" if items else "[]"
-
-
-def from_json_list(text: str) -> tuple[str, ...]:
-    """The tuple of strings a column's JSON text holds."""
-    return tuple(json.loads(text)) if text != "[]" else ()
 
 
 #: What ``Store.copy_rows`` may write, and with which columns (salvaged rows of tables nothing re-derives).

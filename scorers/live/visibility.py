@@ -8,12 +8,12 @@ spec 1.1 makes the first record of an id in read order its winner, however old.
 from __future__ import annotations
 
 import heapq
-import json
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
 from collectors.citations import Citation
+from collectors.jsonl import from_json_list
 from collectors.records import CheckResult, Event, Label, Order
 from collectors.rfc3339 import from_us
 from scorers.live.base import DAWN, ModelState
@@ -181,8 +181,8 @@ class Visibility(ModelState):
             if shape is None:
                 if len(shapes) >= RAW_HELD:
                     shapes.clear()
-                shape = shapes[raw] = self._shape(r[8], r[9], r[10], _json_strings(r[11]), _json_strings(r[12]), r[13],
-                                                  r[14])
+                shape = shapes[raw] = self._shape(r[8], r[9], r[10], from_json_list(r[11]), from_json_list(r[12]),
+                                                  r[13], r[14])
             citations: tuple[Citation, ...] = ()
             if pairs:
                 key = tuple(pairs)
@@ -407,8 +407,3 @@ class Visibility(ModelState):
             self._touch_path(path, set() if entry is None else {entry.created})
         while self._expiry and self._expiry[0][0] <= at:
             self._touch(heapq.heappop(self._expiry)[2])
-
-
-def _json_strings(text: str) -> tuple[str, ...]:
-    """The tuple of strings a JSON array of strings holds (as the store keeps alternatives and subjects)."""
-    return tuple(json.loads(text)) if text != "[]" else ()
