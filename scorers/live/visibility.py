@@ -232,8 +232,9 @@ class Visibility(ModelState):
 
     # --- winners and the records behind them
 
-    def _show(self, e: Record) -> None:
-        """A stored event became visible: it wins its id, or waits behind the winner in read order."""
+    def _show(self, e: Record, index: Callable[[Record], None] | None = None) -> None:
+        """A stored event became visible: it wins its id, or waits behind the winner in read order. ``index``: how a
+        new id's winner is indexed (:meth:`_index` when None)."""
         winner = self._winner.get(e.id)
         if winner is None:
             self._winner[e.id] = e
@@ -243,7 +244,7 @@ class Visibility(ModelState):
                 self.unmatched_labels -= len(self._labels[e.id])
             if self.evicts:
                 self._days.setdefault(e.ts.toordinal(), []).append(e.id)
-            self._index(e)
+            (self._index if index is None else index)(e)
             return
         order = e.order
         if winner.order == order or any(s.order == order for s in self._shadowed.get(e.id, ())):
@@ -263,29 +264,11 @@ class Visibility(ModelState):
         """:meth:`_show` of each record in a rebuild, for records in (time, read order) (by
         :func:`~scorers.lookups.sort_key`): a new id's winner sorts after every one shown, so it goes at the end of
         every index (``_index_last``); a record of an id already shown is searched into place as usual."""
-        winner, documents, days = self._winner, self._documents, self._days if self.evicts else None
-        index_last = self._index_last
+        documents, show, index_last = self._documents, self._show, self._index_last
         for e in records:
             if e.line is None and isinstance(e, Event):
                 documents.setdefault(e.path, []).append(e)
-            rid = e.id
-            if rid in winner:
-                self._show(e)  # a replay, a record behind its winner, or one taking the winner's place
-                continue
-            winner[rid] = e
-            if self._labels:  # none while a rebuild shows its records (labels come after), else as in _show
-                self._relabelled(rid)
-                if self._orphans and rid in self._orphans:
-                    self._orphans.discard(rid)
-                    self.unmatched_labels -= len(self._labels[rid])
-            if days is not None:
-                day = e.ts.toordinal()
-                filed = days.get(day)
-                if filed is None:
-                    days[day] = [rid]
-                else:
-                    filed.append(rid)
-            index_last(e)
+            show(e, index_last)
 
     def _depart(self, e: Event) -> None:
         """A stored event was removed from the store (its Markdown file changed or went)."""
