@@ -29,6 +29,12 @@ class Closing:
         """Close the connection."""
         self.conn.close()
 
+    @property
+    def file(self) -> Path | None:
+        """The database file this connection reads (None: an in-memory database)."""
+        name = self.conn.execute("PRAGMA database_list").fetchone()[2]
+        return Path(name) if name else None
+
     def __enter__(self) -> Self:
         return self
 

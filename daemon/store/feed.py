@@ -121,6 +121,27 @@ class Feed(Queries):
         load builds its own records from them, without an Event per row in between."""
         return self._select_rows(*self._up_to(upto, newer_than))
 
+    def heartbeat_rows_up_to(self, upto: int, *, after: int = 0, newer_than: datetime | None = None
+                             ) -> Iterator[tuple[ReadRow, list[CitationPair]]]:
+        """The heartbeat rows of :meth:`event_rows_up_to` dated after ``newer_than`` (all when None), from rowid
+        ``after`` on. Such rows are never changed or removed, so any later read transaction gives the same ones: what a
+        reader in another process may take (daemon/coldread.py); :meth:`other_rows_up_to` gives the rest."""
+        if newer_than is None:
+            return self._select_rows("e.line > 0 AND e.rowid > ? AND e.rowid <= ?", [after, upto])
+        return self._select_rows("e.line > 0 AND e.rowid > ? AND e.rowid <= ? AND e.ts_us > ?",
+                                 [after, upto, to_us(newer_than)])
+
+    def other_rows_up_to(self, upto: int, *, newer_than: datetime | None = None
+                         ) -> Iterator[tuple[ReadRow, list[CitationPair]]]:
+        """The rows of :meth:`event_rows_up_to` that :meth:`heartbeat_rows_up_to` leaves out: the Markdown decisions,
+        and the heartbeat rows up to ``newer_than`` kept because their id is on a newer record."""
+        if newer_than is None:
+            return self._select_rows("e.line = 0 AND e.rowid <= ?", [upto])
+        cut = to_us(newer_than)
+        newer = "e.id IN (SELECT id FROM events WHERE ts_us > ?)"
+        return self._select_rows(f"e.rowid <= ? AND ((e.line = 0 AND (e.ts_us > ? OR {newer}))"
+                                 f" OR (e.line > 0 AND e.ts_us <= ? AND {newer}))", [upto, cut, cut, cut, cut])
+
     @staticmethod
     def _up_to(upto: int, newer_than: datetime | None) -> tuple[str, list[int]]:
         """The condition and parameters of :meth:`events_up_to`."""

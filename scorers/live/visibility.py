@@ -8,6 +8,7 @@ spec 1.1 makes the first record of an id in read order its winner, however old.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -15,9 +16,10 @@ from typing import Any
 from collectors.citations import Citation
 from collectors.jsonl import from_json_list
 from collectors.records import CheckResult, Event, Label, Order
-from collectors.rfc3339 import from_us
+from collectors.rfc3339 import from_us, from_us_many
 from scorers.live.base import DAWN, ModelState
-from scorers.live.records import Packed, Record, Shape, Stub, order_of, pack, reduce_text
+from scorers.live.columns import NO_SHAPE, Columns
+from scorers.live.records import Packed, Record, Shape, Stub, Vocabulary, order_of, pack, reduce_text
 from scorers.lookups import take_check
 
 #: Labels on one decision id held as a tuple up to this many, then as a list.
@@ -72,6 +74,16 @@ class Visibility(ModelState):
         fifteenth are not read.
         """
         self._add(self._records_of(rows), lookup)
+
+    def add_columns(self, chunks: Iterable[Columns], lookup: Lookup | None = None) -> None:
+        """As :meth:`add_rows`, for rows made into :class:`~scorers.live.columns.Columns` (their texts reduced already
+        with this model's vocabulary: :meth:`read_plan` says how)."""
+        self._add(itertools.chain.from_iterable(map(self._records_of_columns, chunks)), lookup)
+
+    def read_plan(self) -> tuple[Vocabulary | None, frozenset[str]]:
+        """What :func:`~scorers.live.columns.columns_of` needs to make rows into columns for this model: its vocabulary
+        and its decision kinds."""
+        return self._vocabulary, self._decision_kinds
 
     def _add(self, records: Iterable[Record], lookup: Lookup | None) -> None:
         watch = self._may_have_let_go() and not self._readmitting
@@ -152,8 +164,13 @@ class Visibility(ModelState):
     def _shape(self, text: str, prompt: str | None, reason: str | None, alternatives: tuple[str, ...],
                subject: tuple[str, ...], corrects: str | None, generation: int) -> Shape:
         """The shared :class:`~scorers.live.records.Shape` of a decision, its text reduced."""
-        share = self._shared.setdefault
         text = text if self._vocabulary is None else reduce_text(text, self._vocabulary)
+        return self._shared_shape(text, prompt, reason, alternatives, subject, corrects, generation)
+
+    def _shared_shape(self, text: str, prompt: str | None, reason: str | None, alternatives: tuple[str, ...],
+                      subject: tuple[str, ...], corrects: str | None, generation: int) -> Shape:
+        """The shared :class:`~scorers.live.records.Shape` of these values (the text reduced already)."""
+        share = self._shared.setdefault
         shape = tuple.__new__(Shape, (share(text, text), share(prompt, prompt), share(reason, reason),
                                       share(alternatives, alternatives), share(subject, subject), corrects,
                                       generation))  # Shape(...) without NamedTuple's Python-level __new__
@@ -195,6 +212,23 @@ class Visibility(ModelState):
             line = line or None
             yield new(Packed, (r[1], from_us(r[2]), share(r[3], r[3]), kind, path, share(line, line), share(r[7], r[7]),
                                citations, shape))  # pack's tuple, made here: this runs for every row
+
+    def _records_of_columns(self, c: Columns) -> Iterator[Record]:
+        """The records :meth:`_records_of` makes of the rows these columns hold."""
+        share = self._shared.setdefault
+        values = [share(v, v) for v in c.values]
+        shapes = [self._shared_shape(*s) for s in c.shapes]
+        cited = [self._share_citations(tuple(Citation(*p) for p in pairs)) for pairs in c.citations]
+        new = tuple.__new__
+        for rid, ts, agent, kind, path, thread, line, generation, shape, citations in zip(
+                c.ids, from_us_many(c.us), c.agent_at, c.kind_at, c.path_at, c.thread_at, c.line, c.generation,
+                c.shape_at, c.citations_at, strict=True):
+            if shape == NO_SHAPE:
+                yield Stub(rid, ts, values[kind], values[path], share(line, line), generation)
+                continue
+            held = line or None
+            yield new(Packed, (rid, ts, values[agent], values[kind], values[path], share(held, held), values[thread],
+                               cited[citations], shapes[shape]))
 
     def _share_citations(self, citations: tuple[Citation, ...]) -> tuple[Citation, ...]:
         """``citations`` held once, and each citation in them held once: most decisions cite sources other decisions

@@ -4,8 +4,10 @@ file, and the one routing of files to sources. Real SQLite files throughout."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,6 +113,36 @@ def test_the_live_models_queries_select_what_they_say(tmp_path: Path) -> None:
         assert [(rowid, e.id) for rowid, e in store.events_between(2, 4)] == [(3, "kept"), (4, "new")]
         assert [e.id for e in store.decisions_of("briefs/b.md")] == ["b1"]
         assert store.decisions_of("heartbeats/a.jsonl") == []
+
+
+def test_the_heartbeat_rows_and_the_other_rows_are_the_rows_up_to_a_mark_split_in_two(tmp_path: Path) -> None:
+    """A cold load may read the heartbeat rows in another process (daemon/coldread.py) and the rest itself: the two
+    queries give every row of event_rows_up_to once, from any rowid on, with or without a horizon; a brief older than
+    the horizon is kept when a newer record shares its id, as an old heartbeat row is."""
+    with Store.open(tmp_path / "h.db") as store:
+        with store.transaction():
+            store.add_events([_event("old", 0, line=1), _event("kept", 0, line=2), _event("kept", 120, line=3),
+                              _event("new", 120, line=4), _event("b2", 150, line=5)])
+            store.add_events([_event("b1", 60, "briefs/b.md", None), _event("b2", 0, "briefs/c.md", None),
+                              _event("b3", 0, "briefs/d.md", None)])
+        top = store.feed_marks()[0]
+        assert store.file == tmp_path / "h.db"
+
+        def rowids(rows: Iterable[tuple[Sequence[Any], Any]]) -> list[int]:
+            return [r[0] for r, _ in rows]
+
+        for horizon in (None, T0 + timedelta(minutes=30)):
+            expected = rowids(store.event_rows_up_to(top, newer_than=horizon))
+            for after in range(top + 1):
+                heartbeats = rowids(store.heartbeat_rows_up_to(top, after=after, newer_than=horizon))
+                assert all(rowid > after for rowid in heartbeats)
+                mine = rowids(store.heartbeat_rows_up_to(after, newer_than=horizon))
+                others = rowids(store.other_rows_up_to(top, newer_than=horizon))
+                assert sorted(mine + heartbeats + others) == expected
+        # With the horizon: "old" goes, the old "kept" stays beside its newer twin, so does the old brief "b2".
+        assert rowids(store.other_rows_up_to(top, newer_than=T0 + timedelta(minutes=30))) == [2, 6, 7]
+    with Store.open(":memory:") as memory:
+        assert memory.file is None
 
 
 def test_table_names_tells_an_honestyd_store_another_database_and_no_database(tmp_path: Path) -> None:
