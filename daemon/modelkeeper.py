@@ -15,7 +15,9 @@ import asyncio
 import contextlib
 import functools
 import gc
+import itertools
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from collectors.records import EvalReport, Event, Label
 from collectors.rfc3339 import from_us, to_us
-from daemon import coldsplit, gcpolicy, limits
+from daemon import coldread, coldsplit, gcpolicy, limits
 from daemon.config import Config
 from daemon.executors import run_in
 from daemon.limits import Exported, HeldBackLog
@@ -98,12 +100,14 @@ class LiveFeed:
             self.config = config
             return True
 
-    def load(self, store: Store, at: datetime | None = None, *, freeze_every: int = gcpolicy.FREEZE_READ) -> None:
+    def load(self, store: Store, at: datetime | None = None, *, freeze_every: int = gcpolicy.FREEZE_READ,
+             read_elsewhere: Callable[[coldread.Request], coldread.Reader | None] | None = coldread.start) -> None:
         """Read the store (use a connection of its own: this may take a while on a big store). ``at``: the time the
         model will first be evaluated at, or later; the records the model would let go then (see
         :meth:`LiveModel.let_go`) stay in the store, only their ids are read. The records are frozen out of the
         collector as they are read, ``freeze_every`` at a time (each is kept: its collections would only walk them
-        again and again)."""
+        again and again). ``read_elsewhere`` may read the heartbeat rows in another process meanwhile (see
+        daemon/coldread.py; None: all are read here)."""
         with self._lock, store.reading():
             marks = store.feed_marks()
             horizon = None
@@ -114,15 +118,31 @@ class LiveFeed:
             # With a lookup, should an id read share its 64-bit hash with one let go. An id goes with all its
             # records: an old record whose id is also on a newer one is read (events_up_to's newer_than).
             lookup = functools.partial(_stored_under, store)
-            rows = store.event_rows_up_to(marks[0], newer_than=horizon)
-            self.model.add_rows(gcpolicy.frozen_as_read(rows, freeze_every), lookup)
-            self._heartbeat_top = store.heartbeat_top(marks[0])
-            labels = (label for rowid, label in store.labels_since(0) if rowid <= marks[1])
-            self.model.add_labels(gcpolicy.frozen_as_read(labels, freeze_every))
-            self.model.add_checks(c for c in store.checks_since(0) if c.seq <= marks[2])
-            self.model.put_links(store.links())
-            for path, entry in store.file_entries().items():
-                self.model.put_file(path, entry)
+            file = store.file
+            vocabulary, decision_kinds = self.model.read_plan()
+            # The heartbeat rows after ``own`` may be read by another process; the rest is read here meanwhile.
+            own = int(marks[0] * coldread.OWN_SHARE)
+            reader = None if file is None or read_elsewhere is None else read_elsewhere(
+                coldread.Request(file, marks[0], horizon, vocabulary, decision_kinds, os.getpid(), after=own))
+            if reader is None:
+                rows = store.event_rows_up_to(marks[0], newer_than=horizon)
+            else:
+                rows = itertools.chain(store.other_rows_up_to(marks[0], newer_than=horizon),
+                                       store.heartbeat_rows_up_to(own, newer_than=horizon))
+            with contextlib.closing(reader) if reader is not None else contextlib.nullcontext():
+                self.model.add_rows(gcpolicy.frozen_as_read(rows, freeze_every), lookup)
+                self._heartbeat_top = store.heartbeat_top(marks[0])
+                labels = (label for rowid, label in store.labels_since(0) if rowid <= marks[1])
+                self.model.add_labels(gcpolicy.frozen_as_read(labels, freeze_every))
+                self.model.add_checks(c for c in store.checks_since(0) if c.seq <= marks[2])
+                self.model.put_links(store.links())
+                for path, entry in store.file_entries().items():
+                    self.model.put_file(path, entry)
+                if reader is not None:
+                    self.model.add_columns(gcpolicy.frozen_as_read(reader.chunks(), 1), lookup)
+                    if reader.resume_after is not None:  # it failed: the rows it did not send are read here
+                        rest = store.heartbeat_rows_up_to(marks[0], after=reader.resume_after, newer_than=horizon)
+                        self.model.add_rows(gcpolicy.frozen_as_read(rest, freeze_every), lookup)
             self.marks = marks
 
     @contextmanager

@@ -1,0 +1,165 @@
+"""daemon/coldread.py: a cold load whose heartbeat rows another process reads holds what a load reading them all
+itself holds, whether that process sends everything, fails at once or fails half-way.
+
+A real store ingested by the real Ingester from a simulated state, and a real child interpreter (``python -m
+daemon.coldread``) reading it over a pipe.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon import coldread
+from daemon.config import Config
+from daemon.ingest import Ingester
+from daemon.modelkeeper import LiveFeed
+from daemon.simulate import simulate
+from daemon.store import Store
+from scorers.live.columns import columns_of
+from scorers.live.records import Packed, Record
+from scorers.score import to_json
+
+#: One 24-hour window on three days of data: the first day is behind it and its slack, so the load leaves it in the
+#: store (the rows are read with a horizon).
+CONFIG = replace(Config(), scoring=replace(Config().scoring, windows=(("24h", timedelta(hours=24)),)))
+#: A child that dies after sending two chunks (the pipe's reader sees them, then the end of the file).
+_DIES_HALF_WAY = """
+import os, pickle, sys
+from daemon import coldread
+class Out:
+    writes = 0
+    def write(self, data):
+        sys.stdout.buffer.write(data)
+        Out.writes += 1
+        if Out.writes == 2:
+            sys.stdout.buffer.flush()
+            os._exit(5)
+    def flush(self):
+        sys.stdout.buffer.flush()
+coldread.serve(pickle.load(sys.stdin.buffer), Out())
+"""
+
+
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, datetime]:
+    tmp = tmp_path_factory.mktemp("coldread")
+    now = simulate(11, tmp / "state", agents=3, days=3).end
+    with Store.open(tmp / "honestyd.db") as store:
+        Ingester(store, tmp / "state", CONFIG, clock=lambda: now).scan()
+    return tmp / "honestyd.db", now
+
+
+def _held(record: Record) -> Any:
+    return record.event() if isinstance(record, Packed) else record
+
+
+def _loaded(db: Path, now: datetime, **kw: Any) -> tuple[list[Any], dict[str, Any]]:
+    """The records a load holds (sorted, as events) and the windows of its first evaluation."""
+    with Store.open(db, readonly=True) as store:
+        feed = LiveFeed(CONFIG)
+        feed.load(store, now, **kw)
+        records = sorted(map(_held, feed.model.records()))
+        return records, {n: to_json(w) for n, w in feed.evaluate(now, store).items()}
+
+
+class _Started:
+    """coldread.start with what the test sets, remembering the readers it made."""
+
+    def __init__(self, **kw: Any) -> None:
+        self.kw = kw
+        self.readers: list[coldread.Reader] = []
+
+    def __call__(self, request: coldread.Request) -> coldread.Reader | None:
+        reader = coldread.start(replace(request, chunk=7), read_from=0, cores=lambda: 2, **self.kw)
+        if reader is not None:
+            self.readers.append(reader)
+        return reader
+
+
+def test_a_load_whose_heartbeat_rows_a_child_reads_holds_what_a_load_reading_them_itself_holds(
+        ingested: tuple[Path, datetime]) -> None:
+    db, now = ingested
+    alone = _loaded(db, now, read_elsewhere=None)
+    started = _Started()
+    assert _loaded(db, now, read_elsewhere=started) == alone
+    assert len(started.readers) == 1 and started.readers[0].resume_after is None  # it sent every row
+    assert started.readers[0].process.returncode == 0
+    assert len(alone[0]) > 100 and alone[1]["24h"]["agents"]
+
+
+@pytest.mark.parametrize(("script", "status"), [("import sys; sys.exit(3)", 3), (_DIES_HALF_WAY, 5)])
+def test_a_child_that_fails_leaves_its_rows_to_the_load_and_nothing_is_lost_or_held_twice(
+        ingested: tuple[Path, datetime], caplog: pytest.LogCaptureFixture, script: str, status: int) -> None:
+    db, now = ingested
+    alone = _loaded(db, now, read_elsewhere=None)
+    started = _Started(command=(sys.executable, "-c", script))
+    with caplog.at_level(logging.WARNING, logger="honestyd"):
+        assert _loaded(db, now, read_elsewhere=started) == alone
+    reader = started.readers[0]
+    assert reader.resume_after is not None
+    assert f"exit status {status}" in caplog.text and "were read here" in caplog.text
+    if status == 5:  # two chunks came before it died: the load went on after their last row, not from the start
+        with Store.open(db, readonly=True) as store:
+            assert reader.resume_after > int(store.feed_marks()[0] * coldread.OWN_SHARE)
+
+
+def test_a_child_that_cannot_be_started_leaves_the_load_to_read_everything(ingested: tuple[Path, datetime],
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
+    db, now = ingested
+    alone = _loaded(db, now, read_elsewhere=None)
+    started = _Started(command=(str(db.parent / "no-such-program"),))
+    with caplog.at_level(logging.WARNING, logger="honestyd"):
+        assert _loaded(db, now, read_elsewhere=started) == alone
+    assert started.readers == [] and "reads on one core" in caplog.text
+
+
+def test_no_child_for_a_small_store_or_one_core(ingested: tuple[Path, datetime]) -> None:
+    db, now = ingested
+    request = coldread.Request(db, 1_000, None, None, frozenset(), 0)
+    assert coldread.start(request, read_from=1_001, cores=lambda: 2) is None
+    assert coldread.start(request, read_from=0, cores=lambda: 1) is None
+
+
+def test_a_load_that_fails_stops_its_child(ingested: tuple[Path, datetime]) -> None:
+    db, now = ingested
+    started = _Started()
+    with Store.open(db, readonly=True) as store:
+        feed = LiveFeed(CONFIG)
+
+        def broken(*_: Any, **__: Any) -> Iterator[Any]:
+            raise RuntimeError("a rule's bug")
+
+        feed.model.add_labels = broken  # type: ignore[method-assign]
+        with pytest.raises(RuntimeError):
+            feed.load(store, now, read_elsewhere=started)
+    process = started.readers[0].process
+    assert process.returncode is not None  # stopped and waited for, not left writing to a pipe no one reads
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 10_000])
+def test_records_made_from_columns_are_the_records_made_from_the_rows(ingested: tuple[Path, datetime],
+                                                                       chunk: int) -> None:
+    """The model's records from the columns (texts reduced where they were read) are those it makes from the rows:
+    equal, and equal values (agents, kinds, paths, shapes, citations) one object, across the chunks too."""
+    db, _ = ingested
+    with Store.open(db, readonly=True) as store:
+        rows = list(store.event_rows_up_to(store.feed_marks()[0]))
+    expected, model = LiveFeed(CONFIG).model, LiveFeed(CONFIG).model
+    expected.add_rows(rows)
+    vocabulary, kinds = model.read_plan()
+    model.add_columns(columns_of(rows[k:k + chunk], vocabulary, kinds) for k in range(0, len(rows), chunk))
+    assert [(type(r), r) for r in model._loaded] == [(type(r), r) for r in expected._loaded]
+    assert model._documents == expected._documents
+    packed = [r for r in model._loaded if isinstance(r, Packed)]
+    assert any(r.citations for r in packed) and any(r.line is None for r in packed)
+    for slot in range(2, 9):
+        values = [r[slot] for r in packed]
+        assert len({id(v) for v in values}) == len(set(values))
