@@ -152,8 +152,9 @@ class Indexing(ModelState):
 
     def _index_last(self, e: Record) -> None:
         """:meth:`_index` in a rebuild (``_bulk``), for a winner that sorts after every one indexed (by
-        :func:`~scorers.lookups.sort_key`): it goes at the end of every index, no search. No prefix sum is dropped:
-        the rebuild's agents hold none yet (their first sums come after the rules ran for every decision)."""
+        :func:`~scorers.lookups.sort_key`): it goes at the end of every index, no search, and into the path and signal
+        maps later (:meth:`_index_every_path`, from :meth:`~scorers.live.sums.Summing.rerun_all`). No prefix sum is
+        dropped: the rebuild's agents hold none yet (their first sums come after the rules ran for every decision)."""
         kind = e.kind
         if kind in self._state_kinds:
             self._state_times.append(e.ts)
@@ -180,7 +181,8 @@ class Indexing(ModelState):
             if key is not None:
                 self._prompted_times.append(e.ts)
                 self._prompts[(e.agent, key)].append(e)
-        self._index_paths(e, add=True)
+        # Not filed by path here: no rule reads those maps, so the rebuild files every decision once its rules run
+        # elsewhere (_index_every_path), while that work goes on.
 
     def _unindex(self, e: Record) -> None:
         """Take a winner out of the indexes, and mark what its going can change."""
@@ -241,6 +243,15 @@ class Indexing(ModelState):
                 else:
                     self._signal_claims.pop(id(e), None)
                 break
+
+    def _index_every_path(self) -> None:
+        """File every visible decision afresh by the paths it names and the signals it claims (a rebuild's
+        :meth:`_index_last` leaves them out: only the model's invalidation reads those maps, never a rule)."""
+        self._by_path = defaultdict(ById)
+        self._signal_claims = ById()
+        for a in self._agents.values():
+            for e in a.events:
+                self._index_paths(e, add=True)
 
     def _prompt_key(self, prompt: str | None) -> str | None:
         if prompt is None:

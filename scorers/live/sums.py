@@ -104,7 +104,8 @@ class Summing(Indexing):
         process, with a copy of this model): given the agents' names in order, their numbers of decisions and a
         function working out the outcomes of some of them, it returns the names it took and a call that gives their
         outcomes by agent once done. This model works out and keeps the others meanwhile, then keeps those (any
-        agent the call does not give, it works out itself)."""
+        agent the call does not give, it works out itself). The decisions are filed by path and signal here too (see
+        :meth:`~scorers.live.indexes.Indexing._index_every_path`)."""
         names = list(self._agents)
         taken: Collection[str] = ()
         collect: Callable[[], Mapping[str, Sequence[Outcomes]]] = dict
@@ -112,6 +113,7 @@ class Summing(Indexing):
             taken, collect = split(names, [len(self._agents[n].events) for n in names], self._outcomes_of)
         self.evaluated = 0
         try:
+            self._index_every_path()  # while the rules run elsewhere: none of them reads these maps
             for name in names:
                 if name not in taken:
                     self._rerun(self._agents[name])
