@@ -72,6 +72,8 @@ class Reader:
         self.process = process
         #: The rowid after which no row was sent, until the child says it sent everything.
         self.resume_after: int | None = after
+        #: How many rows it sent.
+        self.rows = 0
 
     def chunks(self) -> Iterator[Columns]:
         """The child's columns in the order it read them; stops early (and kills it) if it fails."""
@@ -85,6 +87,7 @@ class Reader:
                     complete = True
                     break
                 last = chunk.last
+                self.rows += len(chunk.ids)
                 yield chunk
         except (OSError, EOFError, pickle.UnpicklingError, AttributeError, TypeError) as exc:
             log.debug("the cold load's reader stopped: %r", exc)

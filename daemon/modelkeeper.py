@@ -140,6 +140,7 @@ class LiveFeed:
                     self.model.put_file(path, entry)
                 if reader is not None:
                     self.model.add_columns(gcpolicy.frozen_as_read(reader.chunks(), 1), lookup)
+                    log.info("a cold load: %d of its rows read on a second core", reader.rows)
                     if reader.resume_after is not None:  # it failed: the rows it did not send are read here
                         rest = store.heartbeat_rows_up_to(marks[0], after=reader.resume_after, newer_than=horizon)
                         self.model.add_rows(gcpolicy.frozen_as_read(rest, freeze_every), lookup)

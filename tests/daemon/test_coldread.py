@@ -89,8 +89,14 @@ def test_a_load_whose_heartbeat_rows_a_child_reads_holds_what_a_load_reading_the
     db, now = ingested
     alone = _loaded(db, now, read_elsewhere=None)
     started = _Started()
+    with Store.open(db, readonly=True) as store:
+        top = store.feed_marks()[0]
+        horizon = LiveFeed(CONFIG).model.horizon_at(now)  # what the load leaves in the store is not read
+        assert horizon is not None
+        theirs = len(list(store.heartbeat_rows_up_to(top, after=int(top * coldread.OWN_SHARE), newer_than=horizon)))
     assert _loaded(db, now, read_elsewhere=started) == alone
     assert len(started.readers) == 1 and started.readers[0].resume_after is None  # it sent every row
+    assert started.readers[0].rows == theirs > 0
     assert started.readers[0].process.returncode == 0
     assert len(alone[0]) > 100 and alone[1]["24h"]["agents"]
 
@@ -122,7 +128,7 @@ def test_a_child_that_cannot_be_started_leaves_the_load_to_read_everything(inges
 
 
 def test_no_child_for_a_small_store_or_one_core(ingested: tuple[Path, datetime]) -> None:
-    db, now = ingested
+    db, _ = ingested
     request = coldread.Request(db, 1_000, None, None, frozenset(), 0)
     assert coldread.start(request, read_from=1_001, cores=lambda: 2) is None
     assert coldread.start(request, read_from=0, cores=lambda: 1) is None
