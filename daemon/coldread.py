@@ -1,57 +1,60 @@
-"""A cold load's reading on a second core: another process reads the heartbeat rows and reduces their texts.
+"""A cold load's reading on a second core: another process reads heartbeat rows and reduces their texts meanwhile.
 
-A model's load without a cache reads every stored event and reduces each decision's text to its phrases, on one core,
-while the rest of the load (labels, checks, the file index) waits behind it. :func:`start` runs
-``python -m daemon.coldread``: a fresh interpreter (a forked one would carry the parent's SQLite state, which SQLite
-forbids using in a child) that opens the store read-only, reads the heartbeat rows the load asked for, makes them into
-:class:`~scorers.live.columns.Columns` with the model's own vocabulary, and writes them to a pipe as it goes. The
-parent meanwhile reads the rest itself, then builds its records from the columns as they arrive.
+A model's load without a cache reads every stored event and reduces each decision's text to its phrases, on one core.
+:func:`start` runs ``python -m daemon.coldread``: a fresh interpreter (a forked one would carry the parent's SQLite
+state, which SQLite forbids using in a child) that opens the store read-only and reads the heartbeat rows from the top
+down, a chunk of rowids at a time, making each chunk into :class:`~scorers.live.columns.Columns` with the model's own
+vocabulary and writing it to a pipe. The load reads the rest of what it needs (Markdown decisions, labels, checks,
+the file index) meanwhile, then reads heartbeat rows from the bottom up itself (:func:`share`), keeping the child's
+chunks as they arrive, until the two meet: whichever core is faster reads more, on any store and any host.
 
 Only heartbeat rows are read there: they are never changed or removed (a rotated log's rows stay under their
-generation), so the child's read transaction, later than the parent's, sees exactly the rows the parent's would. If the
-child fails in any way, the parent reads the rows it did not send itself (:attr:`Reader.resume_after`): the records are
-the same either way, only later.
+generation), so the child's read transaction, later than the load's, sees the rows the load's would. The load tells the
+child how far up it has read (8 bytes on the child's stdin each time it takes a chunk); the child stops at the first
+chunk the load has taken, and rows both read are kept once (:func:`~scorers.live.columns.since`). If the child fails
+in any way, the load reads everything its chunks did not bring: the records are the same either way, only later.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import os
 import pickle
 import queue
+import select
+import struct
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import IO
 
 import daemon
 from daemon import coldsplit, forking
-from scorers.live.columns import Columns, columns_of
+from scorers.live.columns import Columns, columns_of, since
 from scorers.live.records import Vocabulary
 
 log = logging.getLogger("honestyd")
 
 #: A store whose largest rowid is below this is read in the load itself: a second interpreter would cost more.
 READ_FROM = 50_000
-#: Rows per chunk the child sends: the parent builds records from one while the child reads the next.
+#: Rowids a chunk spans (on either side): the unit the two processes take turns by.
 CHUNK = 20_000
-#: The share of the heartbeat rows (by rowid) the load reads itself, the first ones: besides them it reads the labels,
-#: checks and file index, then builds records from the child's columns.
-OWN_SHARE = 0.36
-#: How long the parent waits for a child that sent everything to exit (it has nothing left to do).
+#: How long the load waits for a child that sent everything to exit (it has nothing left to do).
 EXIT_WAIT_S = 10.0
+#: Every message's length (and every frontier the load sends) as 8 bytes.
+_NUMBER = struct.Struct("<Q")
+#: Bytes the load reads from the pipe at once.
+_READ = 1 << 20
 
 
 @dataclass(frozen=True)
 class Request:
-    """What the child reads: the heartbeat rows of ``db`` with ``after`` < rowid ≤ ``upto`` (dated after
-    ``newer_than`` when given), made into columns with ``vocabulary`` and ``decision_kinds``."""
+    """What the child reads: the heartbeat rows of ``db`` up to rowid ``upto`` (dated after ``newer_than`` when
+    given), made into columns with ``vocabulary`` and ``decision_kinds``, ``chunk`` rowids at a time."""
 
     db: Path
     upto: int
@@ -59,75 +62,112 @@ class Request:
     vocabulary: Vocabulary | None
     decision_kinds: frozenset[str]
     parent: int
-    after: int = 0
-    #: Rows a chunk holds.
     chunk: int = CHUNK
 
 
-class Reader:
-    """The child at work: :meth:`chunks` gives its columns as they come; then :attr:`resume_after` says where the
-    parent must go on reading itself (None: the child sent every row)."""
+def _frame(obj: object) -> bytes:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return _NUMBER.pack(len(data)) + data
 
-    def __init__(self, process: subprocess.Popen[bytes], after: int = 0) -> None:
+
+class Reader:
+    """The child at work, seen from the load: the chunks that arrived, and the lowest rowid above which it sent every
+    heartbeat row (:attr:`ceiling`)."""
+
+    def __init__(self, process: subprocess.Popen[bytes], upto: int, chunk: int = CHUNK) -> None:
         self.process = process
-        #: The rowid after which no row was sent, until the child says it sent everything.
-        self.resume_after: int | None = after
+        #: Rowids the load reads at a time (as the child does).
+        self.chunk = chunk
+        #: Every heartbeat row above this came from the child (its chunks arrive from the top down, each whole).
+        self.ceiling = upto
         #: How many rows it sent.
         self.rows = 0
+        #: True once it sent its end mark or failed: nothing more will come.
+        self.ended = False
+        self.failed = False
+        self._buffer = bytearray()
 
-    def chunks(self) -> Iterator[Columns]:
-        """The child's columns in the order it read them; stops early (and kills it) if it fails."""
+    def claim(self, frontier: int) -> None:
+        """Tell the child the load reads every row up to ``frontier`` itself."""
+        if self.ended or self.process.stdin is None:
+            return  # it reads nothing more
+        with contextlib.suppress(OSError):  # the child is gone: its chunks() have ended or will
+            os.write(self.process.stdin.fileno(), _NUMBER.pack(frontier))
+
+    def arrived(self, *, wait: bool) -> list[Columns]:
+        """The chunks that came since the last call; ``wait``: until the child ended, else only what is there now."""
         out = self.process.stdout
         assert out is not None
-        last, complete = self.resume_after, False
-        try:
-            while True:
-                chunk = pickle.load(out)
-                if chunk is None:
-                    complete = True
-                    break
-                last = chunk.last
-                self.rows += len(chunk.ids)
-                yield chunk
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, TypeError) as exc:
-            log.debug("the cold load's reader stopped: %r", exc)
-        finally:
-            self.resume_after = None if complete else last
-            self._end(complete)
+        got: list[Columns] = []
+        while not self.ended:
+            if not wait and not select.select([out], [], [], 0)[0]:
+                break
+            try:
+                data = os.read(out.fileno(), _READ)
+            except OSError as exc:
+                log.debug("the cold load's reader stopped: %r", exc)
+                data = b""
+            if not data:
+                self._end(complete=False)
+                break
+            self._buffer += data
+            got.extend(self._messages())
+        return got
+
+    def _messages(self) -> list[Columns]:
+        got: list[Columns] = []
+        buffer, size = self._buffer, _NUMBER.size
+        start = 0
+        while len(buffer) - start >= size:
+            (n,) = _NUMBER.unpack_from(buffer, start)
+            if len(buffer) - start - size < n:
+                break
+            message = pickle.loads(buffer[start + size:start + size + n])
+            start += size + n
+            if message is None:
+                self._end(complete=True)
+                break
+            lo, columns = message
+            self.ceiling = lo
+            self.rows += len(columns.ids)
+            got.append(columns)
+        del buffer[:start]
+        return got
 
     def close(self) -> None:
         """Stop the child if it is still at work (the load ended without reading everything it sends)."""
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
-        for pipe in (self.process.stdout, self.process.stderr):
+        for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
             if pipe is not None:
                 pipe.close()
 
-    def _end(self, complete: bool) -> None:
+    def _end(self, *, complete: bool) -> None:
+        self.ended = True
         process = self.process
+        if process.stdin is not None:
+            process.stdin.close()  # the child's frontier reads see the end: it stops where it is
         if not complete:
+            self.failed = True
             process.kill()
         try:
             code = process.wait(EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
             process.kill()
             code = process.wait()
-        why = _last_line(process.stderr)
-        for pipe in (process.stdout, process.stderr):
-            if pipe is not None:
-                pipe.close()
         if not complete:
-            log.warning("the cold load's second core failed (exit status %d%s): its rows from rowid %d on were read"
-                        " here", code, f": {why}" if why else "", (self.resume_after or 0) + 1)
+            why = _last_line(process)
+            log.warning("the cold load's second core failed (exit status %d%s): the rows at or below rowid %d were"
+                        " read here", code, f": {why}" if why else "", self.ceiling)
 
 
-def _last_line(pipe: IO[bytes] | None) -> str:
+def _last_line(process: subprocess.Popen[bytes]) -> str:
     """The last line the child wrote to its stderr (its error), if any."""
-    if pipe is None:
+    if process.stderr is None:
         return ""
     with contextlib.suppress(OSError):
-        lines = pipe.read().decode(errors="replace").strip().splitlines()
+        lines = process.stderr.read().decode(errors="replace").strip().splitlines()
         return lines[-1][:300] if lines else ""
     return ""
 
@@ -144,46 +184,121 @@ def start(request: Request, *, read_from: int = READ_FROM, cores: Callable[[], i
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     try:
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   env=env, close_fds=True)
+                                   env=env, close_fds=True, bufsize=0)
     except OSError as exc:
         log.warning("the cold load reads on one core: %s", exc)
         return None
     assert process.stdin is not None
-    try:
-        with process.stdin:
-            pickle.dump(request, process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-    except OSError:  # the child is gone already: its chunks() ends at once, and the load reads every row
-        pass
-    return Reader(process, request.after)
+    with contextlib.suppress(OSError):  # a child gone already: its reader ends at once, and the load reads it all
+        _write_all(process.stdin.fileno(), _frame(request))
+    return Reader(process, request.upto, request.chunk)
 
 
-def serve(request: Request, out: IO[bytes]) -> None:
-    """Read ``request``'s rows and write their columns to ``out``, a chunk at a time, then None.
+def share(reader: Reader | None, upto: int, read_here: Callable[[int, int], None],
+          keep: Callable[[Columns], None]) -> None:
+    """Every heartbeat row up to rowid ``upto``, once: ``read_here(after, until)`` reads (and keeps) those with
+    ``after < rowid ≤ until`` in this process, ``keep`` keeps a chunk of the ``reader``'s (None: all read here).
 
-    Written by a thread of their own: the parent reads its own share of the rows first, and this goes on reading
-    meanwhile instead of waiting for a full pipe."""
-    from daemon.store import Store  # here: the parent imports this module without needing the store's imports
+    This process reads up from the bottom a chunk at a time (the child's size), telling the child before each, and
+    keeps the child's chunks as they arrive from the top, until the two meet; rows both read are kept once."""
+    if reader is None:
+        read_here(0, upto)
+        return
+    frontier = 0
+    while True:
+        for columns in reader.arrived(wait=False):
+            keep(since(columns, frontier))
+        if frontier >= reader.ceiling:
+            break
+        until = min(frontier + reader.chunk, reader.ceiling)
+        reader.claim(until)
+        read_here(frontier, until)
+        frontier = until
+    for columns in reader.arrived(wait=True):  # chunks it began before it saw the last claim
+        keep(since(columns, frontier))
+
+
+# --- the child
+
+
+def read_request(fd: int) -> Request:
+    """The request the load wrote first on ``fd``."""
+    (n,) = _NUMBER.unpack(_read_exactly(fd, _NUMBER.size))
+    request: Request = pickle.loads(_read_exactly(fd, n))
+    return request
+
+
+def _read_exactly(fd: int, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        more = os.read(fd, n - len(data))
+        if not more:
+            raise EOFError("the load closed the pipe before its request was whole")
+        data += more
+    return bytes(data)
+
+
+class _Frontier:
+    """How far up the load has read, from the numbers it writes on ``fd`` (read without waiting)."""
+
+    def __init__(self, fd: int, upto: int) -> None:
+        self.fd, self.upto, self.value = fd, upto, 0
+        self._partial = b""
+        os.set_blocking(fd, False)
+
+    def now(self) -> int:
+        """The latest frontier the load sent (``upto`` once it closed the pipe: it needs nothing more)."""
+        while True:
+            try:
+                data = os.read(self.fd, 4096)
+            except BlockingIOError:
+                return self.value
+            if not data:
+                self.value = self.upto
+                return self.value
+            data = self._partial + data
+            whole = len(data) - len(data) % _NUMBER.size
+            self._partial = data[whole:]
+            if whole:
+                self.value = max(self.value, *(v for (v,) in _NUMBER.iter_unpack(data[:whole])))
+
+
+def serve(request: Request, frontier_fd: int, write: Callable[[bytes], object]) -> None:
+    """Read ``request``'s rows from the top down, a chunk at a time, until the load's frontier (read from
+    ``frontier_fd``), writing each chunk's columns with ``write``, then the end mark.
+
+    Written by a thread of their own: the load reads its other records first, and this goes on reading meanwhile
+    instead of waiting for a full pipe."""
+    from daemon.store import Store  # here: the load imports this module without needing the store's imports
 
     ready: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-    writer = threading.Thread(target=_write, args=(ready, out), name="coldread-writer", daemon=True)
+    writer = threading.Thread(target=_write, args=(ready, write), name="coldread-writer", daemon=True)
     writer.start()
+    frontier = _Frontier(frontier_fd, request.upto)
     try:
         with Store.open(request.db, readonly=True) as store, store.reading():
-            rows = store.heartbeat_rows_up_to(request.upto, after=request.after, newer_than=request.newer_than)
-            while batch := list(itertools.islice(rows, request.chunk)):
-                columns = columns_of(batch, request.vocabulary, request.decision_kinds)
-                ready.put(pickle.dumps(columns, protocol=pickle.HIGHEST_PROTOCOL))
-        ready.put(pickle.dumps(None))
+            hi = request.upto
+            while hi > (low := frontier.now()):
+                lo = max(hi - request.chunk, low)
+                rows = store.heartbeat_rows_up_to(hi, after=lo, newer_than=request.newer_than)
+                ready.put(_frame((lo, columns_of(rows, request.vocabulary, request.decision_kinds))))
+                hi = lo
+        ready.put(_frame(None))
     finally:
         ready.put(None)  # the writer ends (after the end mark, when everything was read)
         writer.join()
 
 
-def _write(ready: queue.SimpleQueue[bytes | None], out: IO[bytes]) -> None:
-    """Write what ``ready`` holds to ``out`` until None."""
+def _write(ready: queue.SimpleQueue[bytes | None], write: Callable[[bytes], object]) -> None:
+    """Write what ``ready`` holds until None."""
     while (data := ready.get()) is not None:
-        out.write(data)
-    out.flush()
+        write(data)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def main() -> None:
@@ -191,9 +306,9 @@ def main() -> None:
     import gc
 
     gc.disable()  # short-lived, and what it allocates is sent away: a collection would only walk it
-    request: Request = pickle.load(sys.stdin.buffer)
+    request = read_request(0)
     forking.become_child(request.parent, keep={0, 1, 2})
-    serve(request, sys.stdout.buffer)
+    serve(request, 0, lambda data: _write_all(1, data))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import functools
 import gc
-import itertools
 import logging
 import os
 import threading
@@ -36,6 +35,7 @@ from daemon.executors import run_in
 from daemon.limits import Exported, HeldBackLog
 from daemon.store import Store
 from scorers.live import HistoryEvicted, LiveModel
+from scorers.live.columns import Columns
 from scorers.live.records import id_hash
 from scorers.live.sums import Split
 from scorers.progress import LabelTally
@@ -120,15 +120,22 @@ class LiveFeed:
             lookup = functools.partial(_stored_under, store)
             file = store.file
             vocabulary, decision_kinds = self.model.read_plan()
-            # The heartbeat rows after ``own`` may be read by another process; the rest is read here meanwhile.
-            own = int(marks[0] * coldread.OWN_SHARE)
+            # The heartbeat rows may be read by another process too (daemon/coldread.py): the rest is read first.
             reader = None if file is None or read_elsewhere is None else read_elsewhere(
-                coldread.Request(file, marks[0], horizon, vocabulary, decision_kinds, os.getpid(), after=own))
+                coldread.Request(file, marks[0], horizon, vocabulary, decision_kinds, os.getpid()))
             if reader is None:
                 rows = store.event_rows_up_to(marks[0], newer_than=horizon)
             else:
-                rows = itertools.chain(store.other_rows_up_to(marks[0], newer_than=horizon),
-                                       store.heartbeat_rows_up_to(own, newer_than=horizon))
+                rows = store.other_rows_up_to(marks[0], newer_than=horizon)
+
+            def read_here(after: int, until: int) -> None:
+                self.model.add_rows(store.heartbeat_rows_up_to(until, after=after, newer_than=horizon), lookup)
+                gc.freeze()  # kept: a collection would only walk them again
+
+            def keep(columns: Columns) -> None:
+                self.model.add_columns((columns,), lookup)
+                gc.freeze()
+
             with contextlib.closing(reader) if reader is not None else contextlib.nullcontext():
                 self.model.add_rows(gcpolicy.frozen_as_read(rows, freeze_every), lookup)
                 self._heartbeat_top = store.heartbeat_top(marks[0])
@@ -139,11 +146,8 @@ class LiveFeed:
                 for path, entry in store.file_entries().items():
                     self.model.put_file(path, entry)
                 if reader is not None:
-                    self.model.add_columns(gcpolicy.frozen_as_read(reader.chunks(), 1), lookup)
+                    coldread.share(reader, marks[0], read_here, keep)
                     log.info("a cold load: %d of its rows read on a second core", reader.rows)
-                    if reader.resume_after is not None:  # it failed: the rows it did not send are read here
-                        rest = store.heartbeat_rows_up_to(marks[0], after=reader.resume_after, newer_than=horizon)
-                        self.model.add_rows(gcpolicy.frozen_as_read(rest, freeze_every), lookup)
             self.marks = marks
 
     @contextmanager

@@ -11,6 +11,7 @@ builds them from the rows.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from array import array
 from collections import defaultdict
@@ -30,8 +31,8 @@ class Columns(NamedTuple):
     """Rows of the ``events`` table (and their citations) as columns, in the order read. Each ``*_at`` column holds,
     per row, an index into the table beside it."""
 
-    #: The last row's rowid (where a reader that takes over goes on from).
-    last: int
+    #: Each row's rowid, ascending.
+    rowid: array[int]
     ids: list[str]
     #: Times, microseconds since the epoch.
     us: array[int]
@@ -58,8 +59,8 @@ def columns_of(rows: Iterable[tuple[Sequence[Any], Sequence[tuple[str, str]]]], 
     row whose kind is not among ``decision_kinds`` is no decision: its text, prompt and the rest are not kept."""
     batch = list(rows)
     if not batch:
-        return Columns(0, [], array("q"), [], array("i"), array("i"), array("i"), array("i"), array("q"), array("q"),
-                       [], array("i"), [()], array("i"))
+        return Columns(array("q"), [], array("q"), [], array("i"), array("i"), array("i"), array("i"), array("q"),
+                       array("q"), [], array("i"), [()], array("i"))
     read = [r for r, _ in batch]
     # Column by column, in C where it can be: a value's index is its first appearance's number.
     fields = list(zip(*(r[:15] for r in read), strict=True))
@@ -83,6 +84,18 @@ def columns_of(rows: Iterable[tuple[Sequence[Any], Sequence[tuple[str, str]]]], 
     cited: defaultdict[tuple[tuple[str, str], ...], int] = defaultdict(itertools.count().__next__)
     cited[()]  # the empty list first: index 0
     citations_at = array("i", [cited[tuple(pairs)] if pairs else 0 for _, pairs in batch])
-    return Columns(read[-1][0], list(fields[1]), array("q", fields[2]), list(value_at), agent_at, kind_at, path_at,
-                   thread_at, array("q", fields[6]), array("q", fields[14]), list(shape_of), shape_at, list(cited),
-                   citations_at)
+    return Columns(array("q", fields[0]), list(fields[1]), array("q", fields[2]), list(value_at), agent_at, kind_at,
+                   path_at, thread_at, array("q", fields[6]), array("q", fields[14]), list(shape_of), shape_at,
+                   list(cited), citations_at)
+
+
+#: The per-row columns of :class:`Columns` (the others are the tables they index).
+_PER_ROW = ("rowid", "ids", "us", "agent_at", "kind_at", "path_at", "thread_at", "line", "generation", "shape_at",
+            "citations_at")
+
+
+def since(c: Columns, rowid: int) -> Columns:
+    """The rows of ``c`` after ``rowid`` (their tables unchanged): what is left of a chunk whose first rows were read
+    elsewhere too."""
+    k = bisect.bisect_right(c.rowid, rowid)
+    return c if k == 0 else c._replace(**{name: getattr(c, name)[k:] for name in _PER_ROW})

@@ -8,6 +8,9 @@ daemon.coldread``) reading it over a pipe.
 from __future__ import annotations
 
 import logging
+import os
+import pickle
+import select
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
@@ -23,28 +26,34 @@ from daemon.ingest import Ingester
 from daemon.modelkeeper import LiveFeed
 from daemon.simulate import simulate
 from daemon.store import Store
-from scorers.live.columns import columns_of
+from scorers.live.columns import columns_of, since
 from scorers.live.records import Packed, Record
 from scorers.score import to_json
 
 #: One 24-hour window on three days of data: the first day is behind it and its slack, so the load leaves it in the
 #: store (the rows are read with a horizon).
 CONFIG = replace(Config(), scoring=replace(Config().scoring, windows=(("24h", timedelta(hours=24)),)))
-#: A child that dies after sending two chunks (the pipe's reader sees them, then the end of the file).
+#: A child that dies after sending its first chunk (the load's reader sees it, then the end of the pipe).
 _DIES_HALF_WAY = """
-import os, pickle, sys
+import os
 from daemon import coldread
-class Out:
-    writes = 0
-    def write(self, data):
-        sys.stdout.buffer.write(data)
-        Out.writes += 1
-        if Out.writes == 2:
-            sys.stdout.buffer.flush()
-            os._exit(5)
-    def flush(self):
-        sys.stdout.buffer.flush()
-coldread.serve(pickle.load(sys.stdin.buffer), Out())
+sent = []
+def write(data):
+    if sent:
+        os._exit(5)
+    coldread._write_all(1, data)
+    sent.append(len(data))
+coldread.serve(coldread.read_request(0), 0, write)
+"""
+
+
+#: A child that sends every heartbeat row, from the top down, whatever the load says it read itself.
+_SENDS_EVERYTHING = """
+import os
+from daemon import coldread
+request = coldread.read_request(0)
+unread, _ = os.pipe()  # a frontier no one writes: 0, the bottom
+coldread.serve(request, unread, lambda data: coldread._write_all(1, data))
 """
 
 
@@ -81,6 +90,10 @@ class _Started:
         reader = coldread.start(replace(request, chunk=7), read_from=0, cores=lambda: 2, **self.kw)
         if reader is not None:
             self.readers.append(reader)
+            # This load reads a few thousand rows in milliseconds, before the child is up: let the child's first chunk
+            # (or its end) come first, so that both read some (a deadline, not a wait for time to pass).
+            assert reader.process.stdout is not None
+            select.select([reader.process.stdout], [], [], 60)
         return reader
 
 
@@ -90,13 +103,13 @@ def test_a_load_whose_heartbeat_rows_a_child_reads_holds_what_a_load_reading_the
     alone = _loaded(db, now, read_elsewhere=None)
     started = _Started()
     with Store.open(db, readonly=True) as store:
-        top = store.feed_marks()[0]
         horizon = LiveFeed(CONFIG).model.horizon_at(now)  # what the load leaves in the store is not read
         assert horizon is not None
-        theirs = len(list(store.heartbeat_rows_up_to(top, after=int(top * coldread.OWN_SHARE), newer_than=horizon)))
-    assert _loaded(db, now, read_elsewhere=started) == alone
-    assert len(started.readers) == 1 and started.readers[0].resume_after is None  # it sent every row
-    assert started.readers[0].rows == theirs > 0
+        heartbeats = len(list(store.heartbeat_rows_up_to(store.feed_marks()[0], newer_than=horizon)))
+    assert _loaded(db, now, read_elsewhere=started) == alone  # every row once: none lost, none doubled
+    reader = started.readers[0]
+    assert len(started.readers) == 1 and reader.ended and not reader.failed
+    assert 0 < reader.rows <= heartbeats
     assert started.readers[0].process.returncode == 0
     assert len(alone[0]) > 100 and alone[1]["24h"]["agents"]
 
@@ -110,11 +123,9 @@ def test_a_child_that_fails_leaves_its_rows_to_the_load_and_nothing_is_lost_or_h
     with caplog.at_level(logging.WARNING, logger="honestyd"):
         assert _loaded(db, now, read_elsewhere=started) == alone
     reader = started.readers[0]
-    assert reader.resume_after is not None
+    assert reader.failed
     assert f"exit status {status}" in caplog.text and "were read here" in caplog.text
-    if status == 5:  # two chunks came before it died: the load went on after their last row, not from the start
-        with Store.open(db, readonly=True) as store:
-            assert reader.resume_after > int(store.feed_marks()[0] * coldread.OWN_SHARE)
+    assert (reader.rows > 0) == (status == 5)  # a chunk came before it died: kept, and not read here again
 
 
 def test_a_child_that_cannot_be_started_leaves_the_load_to_read_everything(ingested: tuple[Path, datetime],
@@ -163,9 +174,52 @@ def test_records_made_from_columns_are_the_records_made_from_the_rows(ingested: 
     vocabulary, kinds = model.read_plan()
     model.add_columns(columns_of(rows[k:k + chunk], vocabulary, kinds) for k in range(0, len(rows), chunk))
     assert [(type(r), r) for r in model._loaded] == [(type(r), r) for r in expected._loaded]
+    # A chunk's rows after a rowid (the rest were read elsewhere too) are the records of those rows.
+    cut = rows[len(rows) // 3][0][0]
+    tail, whole = LiveFeed(CONFIG).model, LiveFeed(CONFIG).model
+    tail.add_columns([since(columns_of(rows, vocabulary, kinds), cut)])
+    whole.add_rows(r for r in rows if r[0][0] > cut)
+    assert tail._loaded == whole._loaded and 0 < len(tail._loaded) < len(rows)
+    assert since(columns_of(rows, vocabulary, kinds), rows[-1][0][0]).ids == []
     assert model._documents == expected._documents
     packed = [r for r in model._loaded if isinstance(r, Packed)]
     assert any(r.citations for r in packed) and any(r.line is None for r in packed)
     for slot in range(2, 9):
         values = [r[slot] for r in packed]
         assert len({id(v) for v in values}) == len(set(values))
+
+
+def test_rows_the_load_and_the_child_both_read_are_kept_once(ingested: tuple[Path, datetime]) -> None:
+    """A child that never stops at the load's frontier sends rows the load read too (from the first chunk on): the
+    load keeps each once, and stops reading where the child's chunks begin."""
+    db, now = ingested
+    alone = _loaded(db, now, read_elsewhere=None)
+    started = _Started(command=(sys.executable, "-c", _SENDS_EVERYTHING))
+    assert _loaded(db, now, read_elsewhere=started) == alone
+    assert started.readers[0].ended and not started.readers[0].failed
+
+
+def test_the_child_sends_every_heartbeat_row_once_from_the_top_down_until_the_frontier(
+        ingested: tuple[Path, datetime]) -> None:
+    db, _ = ingested
+    with Store.open(db, readonly=True) as store:
+        top = store.feed_marks()[0]
+        expected = [r[0] for r, _ in store.heartbeat_rows_up_to(top)]
+    for frontier in (0, top // 2):
+        unread, write_end = os.pipe()
+        os.write(write_end, coldread._NUMBER.pack(frontier))
+        sent: list[bytes] = []
+        request = coldread.Request(db, top, None, None, frozenset({"dm"}), os.getpid(), chunk=7)
+        try:
+            coldread.serve(request, unread, sent.append)
+        finally:
+            os.close(unread)
+            os.close(write_end)
+        messages = [pickle.loads(data[coldread._NUMBER.size:]) for data in sent]
+        assert messages[-1] is None
+        chunks = messages[:-1]
+        his = [top] + [lo for lo, _ in chunks[:-1]]
+        assert all(hi - lo <= 7 for hi, (lo, _) in zip(his, chunks, strict=True))  # contiguous, from the top down
+        assert chunks[-1][0] == frontier
+        rowids = [rowid for _, c in reversed(chunks) for rowid in c.rowid]
+        assert rowids == [r for r in expected if r > frontier]
