@@ -49,6 +49,8 @@ EXIT_WAIT_S = 10.0
 _NUMBER = struct.Struct("<Q")
 #: Bytes the load reads from the pipe at once.
 _READ = 1 << 20
+#: The last bytes of the child's stderr kept for the log.
+_ERRORS_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -86,21 +88,30 @@ class Reader:
         self.ended = False
         self.failed = False
         self._buffer = bytearray()
+        self._errors = b""
 
     def claim(self, frontier: int) -> None:
         """Tell the child the load reads every row up to ``frontier`` itself."""
         if self.ended or self.process.stdin is None:
             return  # it reads nothing more
-        with contextlib.suppress(OSError):  # the child is gone: its chunks() have ended or will
+        with contextlib.suppress(OSError):  # the child is gone: the reader sees the end of its pipe
             os.write(self.process.stdin.fileno(), _NUMBER.pack(frontier))
 
     def arrived(self, *, wait: bool) -> list[Columns]:
-        """The chunks that came since the last call; ``wait``: until the child ended, else only what is there now."""
-        out = self.process.stdout
-        assert out is not None
+        """The chunks that came since the last call; ``wait``: until the child ended, else only what is there now.
+        What the child writes on its stderr is read meanwhile (the end of it kept for the log): a full pipe there
+        would stop it."""
+        out, err = self.process.stdout, self.process.stderr
+        assert out is not None and err is not None
         got: list[Columns] = []
         while not self.ended:
-            if not wait and not select.select([out], [], [], 0)[0]:
+            readable = select.select([out, err], [], [], None if wait else 0)[0]
+            if err in readable:
+                with contextlib.suppress(OSError):
+                    self._errors = (self._errors + os.read(err.fileno(), _READ))[-_ERRORS_KEPT:]
+            if out not in readable:
+                if wait:
+                    continue
                 break
             try:
                 data = os.read(out.fileno(), _READ)
@@ -111,7 +122,11 @@ class Reader:
                 self._end(complete=False)
                 break
             self._buffer += data
-            got.extend(self._messages())
+            try:
+                got.extend(self._messages())
+            except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as exc:
+                log.debug("the cold load's reader got what it cannot read: %r", exc)
+                self._end(complete=False)
         return got
 
     def _messages(self) -> list[Columns]:
@@ -157,19 +172,10 @@ class Reader:
             process.kill()
             code = process.wait()
         if not complete:
-            why = _last_line(process)
+            lines = self._errors.decode(errors="replace").strip().splitlines()
+            why = f": {lines[-1][:300]}" if lines else ""
             log.warning("the cold load's second core failed (exit status %d%s): the rows at or below rowid %d were"
-                        " read here", code, f": {why}" if why else "", self.ceiling)
-
-
-def _last_line(process: subprocess.Popen[bytes]) -> str:
-    """The last line the child wrote to its stderr (its error), if any."""
-    if process.stderr is None:
-        return ""
-    with contextlib.suppress(OSError):
-        lines = process.stderr.read().decode(errors="replace").strip().splitlines()
-        return lines[-1][:300] if lines else ""
-    return ""
+                        " read here", code, why, self.ceiling)
 
 
 def start(request: Request, *, read_from: int = READ_FROM, cores: Callable[[], int] = coldsplit.cores,
