@@ -6,11 +6,15 @@ tests/system/test_crash_restart.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+
+import pytest
 
 from daemon import cachewriter, forking, modelcache
 from daemon.modelkeeper import ModelKeeper
@@ -18,6 +22,17 @@ from tests.daemon.test_modelcache import CONFIG, World, _same_scores
 from tests.daemon.test_modelcache import world as world  # the fixture
 
 __all__ = ["world"]
+
+#: Armed (not empty): a child forked now stops itself at once, a writer slower than any stop (see _writing_stopped).
+_STOP_AT_FORK: list[bool] = []
+
+
+def _stop_if_armed() -> None:
+    if _STOP_AT_FORK:
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+os.register_at_fork(after_in_child=_stop_if_armed)
 
 
 def test_the_child_writes_the_model_as_it_was_at_the_fork(world: World) -> None:
@@ -111,4 +126,80 @@ def test_a_cache_that_holds_the_model_as_it_is_is_not_written_again(world: World
     assert writes.behind(feed, world.cache) is None
     assert not writes.holds(world.fed(), world.cache)  # another model
     assert writes.behind(world.fed(), world.cache) is None
+    keeper.executor.shutdown()
+
+
+async def _writing_stopped(writes: cachewriter.CacheWrites, keeper: ModelKeeper, world: World
+                           ) -> tuple[asyncio.Future[bool], int]:
+    """A write started whose child stopped itself as it was forked: the write's task and the child's pid."""
+    config = replace(CONFIG, db_path=world.tmp / "honestyd.db")
+    _STOP_AT_FORK.append(True)
+    try:
+        task = asyncio.ensure_future(writes.write(keeper, config, world.store))
+        for _ in range(1000):
+            if writes.writer is not None:
+                return task, writes.writer.pid
+            await asyncio.sleep(0.01)
+    finally:
+        _STOP_AT_FORK.clear()
+    raise AssertionError("no writer forked")
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    return path.stat().st_ino, path.stat().st_mtime_ns
+
+
+def test_a_stop_ends_a_write_still_under_way_once_its_bound_has_passed(world: World) -> None:
+    """settle's bound: a writer that does not finish is ended, the cache on disk stays the earlier one (the stop
+    then does what it does without a writer: keeps it when few rows behind, or writes the cache itself)."""
+    writes = cachewriter.CacheWrites()
+    keeper = ModelKeeper(ThreadPoolExecutor(1))
+    feed = keeper.feed = world.fed()
+    config = replace(CONFIG, db_path=world.tmp / "honestyd.db")
+
+    async def run() -> None:
+        assert await writes.write(keeper, config, world.store)
+        earlier, before = _identity(world.cache), feed.marks
+        world.change_everything()
+        world.fed(feed)
+        task, pid = await _writing_stopped(writes, keeper, world)
+        try:
+            assert not await writes.settle(0.05)
+            assert not await task
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert writes.writer is None and not Path(f"/proc/{pid}").exists()  # ended and reaped
+        assert _identity(world.cache) == earlier
+        assert writes.behind(feed, world.cache) == sum(feed.marks) - sum(before) > 0
+
+    asyncio.run(run())
+    keeper.executor.shutdown()
+
+
+@pytest.mark.parametrize(("sig", "wrote"), [(signal.SIGCONT, True), (signal.SIGKILL, False)],
+                         ids=["finishes", "dies"])
+def test_a_stop_waits_for_a_write_under_way(world: World, sig: signal.Signals, wrote: bool) -> None:
+    """settle waits for the writer: one that finishes leaves its cache (nothing behind the model it forked), one
+    that dies leaves the earlier cache, and settle says which."""
+    writes = cachewriter.CacheWrites()
+    keeper = ModelKeeper(ThreadPoolExecutor(1))
+    feed = keeper.feed = world.fed()
+    config = replace(CONFIG, db_path=world.tmp / "honestyd.db")
+
+    async def run() -> None:
+        assert await writes.write(keeper, config, world.store)
+        earlier = _identity(world.cache)
+        world.change_everything()
+        world.fed(feed)
+        task, pid = await _writing_stopped(writes, keeper, world)
+        settling = asyncio.ensure_future(writes.settle(60))
+        await asyncio.sleep(0)  # settle is waiting for the writer now
+        os.kill(pid, sig)
+        assert await settling is wrote
+        assert await task is wrote
+        assert (_identity(world.cache) != earlier) is wrote
+        assert (writes.behind(feed, world.cache) == 0) is wrote
+
+    asyncio.run(run())
     keeper.executor.shutdown()
