@@ -143,8 +143,8 @@ class Evaluations(Chronicle):
         feed, path = self.keeper.feed, modelcache.path_for(self._config.db_path)
         behind = None if feed is None else self.cache_writes.behind(feed, path)
         if behind is not None and behind <= STOP_CATCH_UP and self._kept_in_flight:
-            log.info("model cache %s: kept the cache written by the writer in flight at the stop, %d rows behind "
-                     "(the next start catches them up)", path, behind)
+            log.info("model cache %s: kept the cache written by the writer in flight at the stop, %d rows behind%s",
+                     path, behind, " (the next start catches them up)" if behind else "")
             return
         if behind == 0:  # nothing applied since the forked writer's
             log.info("model cache %s not written again: the model is as the last write left it", path)
