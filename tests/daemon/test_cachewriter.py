@@ -10,14 +10,14 @@ import contextlib
 import os
 import signal
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from daemon import cachewriter, forking, modelcache
-from daemon.modelkeeper import ModelKeeper
+from daemon.modelkeeper import LiveFeed, Marks, ModelKeeper
 from tests.daemon.test_modelcache import CONFIG, World, _same_scores
 from tests.daemon.test_modelcache import world as world  # the fixture
 
@@ -129,16 +129,36 @@ def test_a_cache_that_holds_the_model_as_it_is_is_not_written_again(world: World
     keeper.executor.shutdown()
 
 
-async def _writing_stopped(writes: cachewriter.CacheWrites, keeper: ModelKeeper, world: World
-                           ) -> tuple[asyncio.Future[bool], int]:
-    """A write started whose child stopped itself as it was forked: the write's task and the child's pid."""
+@dataclass
+class _Stopped:
+    """A cache written, the model moved on, and a second write whose child stopped itself as it was forked."""
+
+    writes: cachewriter.CacheWrites
+    keeper: ModelKeeper
+    feed: LiveFeed
+    #: The first cache's file identity and the marks it was written at.
+    earlier: tuple[int, int]
+    before: Marks
+    task: asyncio.Future[bool]
+    pid: int
+
+
+async def _writing_stopped(world: World) -> _Stopped:
+    """See :class:`_Stopped` (shut its keeper's executor down after)."""
+    writes = cachewriter.CacheWrites()
+    keeper = ModelKeeper(ThreadPoolExecutor(1))
+    feed = keeper.feed = world.fed()
     config = replace(CONFIG, db_path=world.tmp / "honestyd.db")
+    assert await writes.write(keeper, config, world.store)
+    earlier, before = _identity(world.cache), feed.marks
+    world.change_everything()
+    world.fed(feed)
     _STOP_AT_FORK.append(True)
     try:
         task = asyncio.ensure_future(writes.write(keeper, config, world.store))
         for _ in range(1000):
             if writes.writer is not None:
-                return task, writes.writer.pid
+                return _Stopped(writes, keeper, feed, earlier, before, task, writes.writer.pid)
             await asyncio.sleep(0.01)
     finally:
         _STOP_AT_FORK.clear()
@@ -152,29 +172,21 @@ def _identity(path: Path) -> tuple[int, int]:
 def test_a_stop_ends_a_write_still_under_way_once_its_bound_has_passed(world: World) -> None:
     """settle's bound: a writer that does not finish is ended, the cache on disk stays the earlier one (the stop
     then does what it does without a writer: keeps it when few rows behind, or writes the cache itself)."""
-    writes = cachewriter.CacheWrites()
-    keeper = ModelKeeper(ThreadPoolExecutor(1))
-    feed = keeper.feed = world.fed()
-    config = replace(CONFIG, db_path=world.tmp / "honestyd.db")
 
-    async def run() -> None:
-        assert await writes.write(keeper, config, world.store)
-        earlier, before = _identity(world.cache), feed.marks
-        world.change_everything()
-        world.fed(feed)
-        task, pid = await _writing_stopped(writes, keeper, world)
+    async def run() -> ModelKeeper:
+        w = await _writing_stopped(world)
         try:
-            assert not await writes.settle(0.05)
-            assert not await task
+            assert not await w.writes.settle(0.05)
+            assert not await w.task
         finally:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        assert writes.writer is None and not Path(f"/proc/{pid}").exists()  # ended and reaped
-        assert _identity(world.cache) == earlier
-        assert writes.behind(feed, world.cache) == sum(feed.marks) - sum(before) > 0
+                os.kill(w.pid, signal.SIGKILL)
+        assert w.writes.writer is None and not Path(f"/proc/{w.pid}").exists()  # ended and reaped
+        assert _identity(world.cache) == w.earlier
+        assert w.writes.behind(w.feed, world.cache) == sum(w.feed.marks) - sum(w.before) > 0
+        return w.keeper
 
-    asyncio.run(run())
-    keeper.executor.shutdown()
+    asyncio.run(run()).executor.shutdown()
 
 
 @pytest.mark.parametrize(("sig", "wrote"), [(signal.SIGCONT, True), (signal.SIGKILL, False)],
@@ -182,24 +194,16 @@ def test_a_stop_ends_a_write_still_under_way_once_its_bound_has_passed(world: Wo
 def test_a_stop_waits_for_a_write_under_way(world: World, sig: signal.Signals, wrote: bool) -> None:
     """settle waits for the writer: one that finishes leaves its cache (nothing behind the model it forked), one
     that dies leaves the earlier cache, and settle says which."""
-    writes = cachewriter.CacheWrites()
-    keeper = ModelKeeper(ThreadPoolExecutor(1))
-    feed = keeper.feed = world.fed()
-    config = replace(CONFIG, db_path=world.tmp / "honestyd.db")
 
-    async def run() -> None:
-        assert await writes.write(keeper, config, world.store)
-        earlier = _identity(world.cache)
-        world.change_everything()
-        world.fed(feed)
-        task, pid = await _writing_stopped(writes, keeper, world)
-        settling = asyncio.ensure_future(writes.settle(60))
+    async def run() -> ModelKeeper:
+        w = await _writing_stopped(world)
+        settling = asyncio.ensure_future(w.writes.settle(60))
         await asyncio.sleep(0)  # settle is waiting for the writer now
-        os.kill(pid, sig)
+        os.kill(w.pid, sig)
         assert await settling is wrote
-        assert await task is wrote
-        assert (_identity(world.cache) != earlier) is wrote
-        assert (writes.behind(feed, world.cache) == 0) is wrote
+        assert await w.task is wrote
+        assert (_identity(world.cache) != w.earlier) is wrote
+        assert (w.writes.behind(w.feed, world.cache) == 0) is wrote
+        return w.keeper
 
-    asyncio.run(run())
-    keeper.executor.shutdown()
+    asyncio.run(run()).executor.shutdown()
