@@ -66,6 +66,8 @@ class CacheWrites:
         #: The last cache written: its writer and the file's (inode, size, mtime) right after (see :meth:`holds`).
         self._on_disk: tuple[Writer, tuple[int, int, int]] | None = None
         self._reaped = threading.Event()
+        #: Set by :meth:`write` once a write's outcome is recorded (what :meth:`settle` waits for).
+        self._recorded: asyncio.Event | None = None
         #: Set by :meth:`stop`: a write ended by it is no failure.
         self._stopped = False
 
@@ -91,6 +93,14 @@ class CacheWrites:
             return False
         self.writer = writer
         self._reaped.clear()
+        recorded = self._recorded = asyncio.Event()
+        try:
+            return await self._reap(writer, path)
+        finally:
+            recorded.set()
+
+    async def _reap(self, writer: Writer, path: Path) -> bool:
+        """Wait for ``writer``'s child to end and record what it wrote (:meth:`write`'s second half)."""
         result: list[tuple[int | None, str]] = []
 
         def reap() -> None:
@@ -137,6 +147,25 @@ class CacheWrites:
         if not (same_file and writer.feed is feed and writer.config == feed.config):
             return None
         return sum(now - then for now, then in zip(feed.marks, writer.marks, strict=True))
+
+    async def settle(self, bound: float) -> bool:
+        """At a stop: let a write under way finish, for at most ``bound`` seconds, then :meth:`stop` it if it has not
+        (the stop then writes the cache itself, as when no write was under way). True if a write was under way and
+        wrote its cache: :meth:`behind` then counts from that one."""
+        writer, recorded = self.writer, self._recorded
+        if writer is None or recorded is None:
+            return False
+        if bound > 0:
+            log.info("stopping: waiting at most %.0f s for the model cache writer in flight (pid %d)", bound,
+                     writer.pid)
+            try:
+                await asyncio.wait_for(recorded.wait(), bound)
+            except TimeoutError:
+                log.warning("the model cache writer in flight did not finish within %.0f s: ended", bound)
+        await self.stop()
+        with contextlib.suppress(TimeoutError):  # the write's outcome is recorded on the loop right after the reap
+            await asyncio.wait_for(recorded.wait(), 10)
+        return self._on_disk is not None and self._on_disk[0] is writer
 
     async def stop(self) -> None:
         """End a write under way and wait until its child is reaped (a clean stop then writes the cache itself)."""

@@ -22,6 +22,10 @@ log = logging.getLogger("honestyd")
 #: A clean stop keeps this run's last cache on disk when at most this many store rows were applied since it: the next
 #: start catches them up from the store.
 STOP_CATCH_UP = 10_000
+#: Seconds a clean stop waits for a cache write under way (it then keeps that cache if it is at most STOP_CATCH_UP rows
+#: behind) before ending it and writing the cache itself: with two drain_timeouts (10 s each by default) and a stop's
+#: own write it must fit in systemd/honestyd.service's TimeoutStopSec (3 min); see docs/reliability.md.
+STOP_WAITS_FOR_WRITER = 60.0
 
 
 class Evaluations(Chronicle):
@@ -120,6 +124,14 @@ class Evaluations(Chronicle):
         if self._cache_wanted() and self.reader is not None and not self.should_exit:
             await self.cache_writes.write(self.keeper, self._config, self.reader)
 
+    async def _settle_cache_write(self) -> None:
+        """At a stop, before its jobs are waited for: let a cache write under way finish (at most
+        STOP_WAITS_FOR_WRITER seconds; none when no cache is wanted), so that _save_model may keep its cache."""
+        wanted = self._cache_wanted()
+        if wanted and self.cache_writes.writer is not None:
+            self.notifier.status("stopping: waiting for the model cache writer in flight")
+        self._kept_in_flight = await self.cache_writes.settle(STOP_WAITS_FOR_WRITER if wanted else 0)
+
     async def _save_model(self) -> None:
         """Write the model cache (daemon/modelcache.py), once every job that could change the model is done."""
         await self.cache_writes.stop()  # the stop's write replaces one under way (they share the temporary file)
@@ -130,6 +142,10 @@ class Evaluations(Chronicle):
             return
         feed, path = self.keeper.feed, modelcache.path_for(self._config.db_path)
         behind = None if feed is None else self.cache_writes.behind(feed, path)
+        if behind is not None and behind <= STOP_CATCH_UP and self._kept_in_flight:
+            log.info("model cache %s: kept the cache written by the writer in flight at the stop, %d rows behind%s",
+                     path, behind, " (the next start catches them up)" if behind else "")
+            return
         if behind == 0:  # nothing applied since the forked writer's
             log.info("model cache %s not written again: the model is as the last write left it", path)
             return

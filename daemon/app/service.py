@@ -193,8 +193,8 @@ class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicl
             log.warning("drain timed out; %d paths left for the next start's rescan", len(self.pending))
         if self.ingester is not None:
             self.ingester.reject_log.flush(everything=True)  # rejects only counted so far get their summary line
-        # A cache write under way ends here: the stop writes a newer one itself (_save_model), not after drain_timeout.
-        await self.cache_writes.stop()
+        # A cache write under way finishes (bounded) before the jobs are waited for: _save_model may keep its cache.
+        await self._settle_cache_write()
         if self._job_tasks:
             # A job may be mid-evaluation in a worker thread: let it finish before the store closes. Wait before
             # the scheduler shuts down, which cancels running job tasks (the thread would go on, store closed under

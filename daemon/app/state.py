@@ -85,6 +85,7 @@ class DaemonState:
         self.keeper = ModelKeeper(self.executors.model)
         #: The model cache written while running (daemon/cachewriter.py): periodically, and after the start's catch-up.
         self.cache_writes = CacheWrites()
+        self._kept_in_flight = False  # the stop let the write under way finish and it wrote (Evaluations._save_model)
         self._history_written: tuple[date, float] | None = None
         self.freezer = Freezer()  # records that arrive stay out of the full collections (daemon/gcpolicy.py)
         self.held_back = HeldBackLog()  # names each agent [limits] hold back from /metrics once

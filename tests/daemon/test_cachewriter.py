@@ -6,18 +6,33 @@ tests/system/test_crash_restart.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from daemon import cachewriter, forking, modelcache
-from daemon.modelkeeper import ModelKeeper
+from daemon.modelkeeper import LiveFeed, Marks, ModelKeeper
 from tests.daemon.test_modelcache import CONFIG, World, _same_scores
 from tests.daemon.test_modelcache import world as world  # the fixture
 
 __all__ = ["world"]
+
+#: Armed (not empty): a child forked now stops itself at once, a writer slower than any stop (see _writing_stopped).
+_STOP_AT_FORK: list[bool] = []
+
+
+def _stop_if_armed() -> None:
+    if _STOP_AT_FORK:
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+os.register_at_fork(after_in_child=_stop_if_armed)
 
 
 def test_the_child_writes_the_model_as_it_was_at_the_fork(world: World) -> None:
@@ -112,3 +127,83 @@ def test_a_cache_that_holds_the_model_as_it_is_is_not_written_again(world: World
     assert not writes.holds(world.fed(), world.cache)  # another model
     assert writes.behind(world.fed(), world.cache) is None
     keeper.executor.shutdown()
+
+
+@dataclass
+class _Stopped:
+    """A cache written, the model moved on, and a second write whose child stopped itself as it was forked."""
+
+    writes: cachewriter.CacheWrites
+    keeper: ModelKeeper
+    feed: LiveFeed
+    #: The first cache's file identity and the marks it was written at.
+    earlier: tuple[int, int]
+    before: Marks
+    task: asyncio.Future[bool]
+    pid: int
+
+
+async def _writing_stopped(world: World) -> _Stopped:
+    """See :class:`_Stopped` (shut its keeper's executor down after)."""
+    writes = cachewriter.CacheWrites()
+    keeper = ModelKeeper(ThreadPoolExecutor(1))
+    feed = keeper.feed = world.fed()
+    config = replace(CONFIG, db_path=world.tmp / "honestyd.db")
+    assert await writes.write(keeper, config, world.store)
+    earlier, before = _identity(world.cache), feed.marks
+    world.change_everything()
+    world.fed(feed)
+    _STOP_AT_FORK.append(True)
+    try:
+        task = asyncio.ensure_future(writes.write(keeper, config, world.store))
+        for _ in range(1000):
+            if writes.writer is not None:
+                return _Stopped(writes, keeper, feed, earlier, before, task, writes.writer.pid)
+            await asyncio.sleep(0.01)
+    finally:
+        _STOP_AT_FORK.clear()
+    raise AssertionError("no writer forked")
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    return path.stat().st_ino, path.stat().st_mtime_ns
+
+
+def test_a_stop_ends_a_write_still_under_way_once_its_bound_has_passed(world: World) -> None:
+    """settle's bound: a writer that does not finish is ended, the cache on disk stays the earlier one (the stop
+    then does what it does without a writer: keeps it when few rows behind, or writes the cache itself)."""
+
+    async def run() -> ModelKeeper:
+        w = await _writing_stopped(world)
+        try:
+            assert not await w.writes.settle(0.05)
+            assert not await w.task
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(w.pid, signal.SIGKILL)
+        assert w.writes.writer is None and not Path(f"/proc/{w.pid}").exists()  # ended and reaped
+        assert _identity(world.cache) == w.earlier
+        assert w.writes.behind(w.feed, world.cache) == sum(w.feed.marks) - sum(w.before) > 0
+        return w.keeper
+
+    asyncio.run(run()).executor.shutdown()
+
+
+@pytest.mark.parametrize(("sig", "wrote"), [(signal.SIGCONT, True), (signal.SIGKILL, False)],
+                         ids=["finishes", "dies"])
+def test_a_stop_waits_for_a_write_under_way(world: World, sig: signal.Signals, wrote: bool) -> None:
+    """settle waits for the writer: one that finishes leaves its cache (nothing behind the model it forked), one
+    that dies leaves the earlier cache, and settle says which."""
+
+    async def run() -> ModelKeeper:
+        w = await _writing_stopped(world)
+        settling = asyncio.ensure_future(w.writes.settle(60))
+        await asyncio.sleep(0)  # settle is waiting for the writer now
+        os.kill(w.pid, sig)
+        assert await settling is wrote
+        assert await w.task is wrote
+        assert (_identity(world.cache) != w.earlier) is wrote
+        assert (w.writes.behind(w.feed, world.cache) == 0) is wrote
+        return w.keeper
+
+    asyncio.run(run()).executor.shutdown()

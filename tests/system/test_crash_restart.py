@@ -4,9 +4,12 @@ and serves exactly the scores a start from the store alone gives."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import signal
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -131,3 +134,96 @@ def test_a_stop_keeps_a_cache_a_few_rows_behind_and_the_next_start_catches_them_
         assert kept is not None and int(kept.group(1)) >= 3, d.logs()
     assert (cache.stat().st_ino, cache.stat().st_mtime_ns) == written
     _from_the_cache_as_from_the_store(tmp_path, root, config, clock, db, "late-2")
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (read from /proc/*/stat: not every kernel has .../task/*/children)."""
+    found = []
+    for name in os.listdir("/proc"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if name.isdigit() and int(Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(name))
+    return found
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (T: stopped; Z: ended, not yet reaped), "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
+
+
+def _after_sigstop(pid: int) -> str | None:
+    """The state of a process sent SIGSTOP once it took effect (T), or it ended (Z, gone); None while it runs."""
+    state = _state(pid) or "gone"
+    return None if state in ("R", "S", "D") else state
+
+
+def _writer_stopped_mid_write(d: Running, end: datetime) -> int:
+    """A line appended at a time (each makes the next periodic write), until the daemon's forked writer is caught
+    before it ended and SIGSTOPped there (a writer slower than the stop, as a big model's is): its pid."""
+    hb = d.root / "heartbeats" / "ada.jsonl"
+    deadline = time.monotonic() + 60
+    for i in range(100, 10_000):
+        assert time.monotonic() < deadline, "no writer caught before it ended"
+        with hb.open("a") as f:
+            f.write(_line(i, end - timedelta(minutes=20)))
+        next_write = time.monotonic() + 3
+        while time.monotonic() < next_write:
+            for child in _children(d.proc.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child, signal.SIGSTOP)
+                if wait_for(lambda c=child: _after_sigstop(c), 5, "the writer stopped or ended") == "T":
+                    return child
+    raise AssertionError("unreachable")
+
+
+def _stopped_while_the_writer_waits(d: Running, end: datetime) -> int:
+    """The writer stopped mid-write, a line applied after its fork, then SIGTERM: returns the writer's pid once the
+    stop has said it waits for it (or the daemon has exited: it did not wait)."""
+    writer = _writer_stopped_mid_write(d, end)
+    with (d.root / "heartbeats" / "ada.jsonl").open("a") as f:
+        f.write(_line(20_000, end - timedelta(minutes=2)))
+    wait_for(lambda: "late-20000" in d.get("/v1/agents/ada/audit?window=24h")[1], 20, "the line after the fork")
+    d.proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: d.proc.poll() is not None or "waiting at most" in d.logs(), 30, "the stop waiting")
+    return writer
+
+
+_OWN_WRITE = re.compile(r"model cache \S+ written: [\d.]+ MB in [\d.]+ s$", re.MULTILINE)
+
+
+def test_a_stop_waits_for_the_writer_in_flight_and_keeps_its_cache(tmp_path: Path) -> None:
+    """A SIGTERM while the forked writer is still writing: the stop used to kill it and pickle the whole model
+    again; now it waits for it (bounded: STOP_WAITS_FOR_WRITER) and keeps the cache it wrote, a row behind, which
+    the next start loads and catches up."""
+    root, end, clock, config, db = _writing_every_second(tmp_path)
+    with daemon(tmp_path, root, config=config, clock_file=clock, db=db) as d:
+        wait_for(lambda: "by a forked writer" in d.logs(), 20, "the cache written after the start's catch-up")
+        writer = _stopped_while_the_writer_waits(d, end)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(writer, signal.SIGCONT)  # the slow write goes on and ends
+        assert d.proc.wait(30) == 0
+        logs = d.logs()
+    kept = re.search(r"kept the cache written by the writer in flight at the stop, (\d+) rows behind", logs)
+    assert kept is not None and int(kept.group(1)) >= 1, logs
+    assert "the stop writes the cache itself" not in logs
+    assert not _OWN_WRITE.search(logs), logs
+    _from_the_cache_as_from_the_store(tmp_path, root, config, clock, db, "late-20000")
+
+
+def test_a_writer_that_fails_while_the_stop_waits_leaves_the_stop_as_it_was(tmp_path: Path) -> None:
+    """The writer the stop waits for dies (here: SIGKILLed): the stop does not hang; it logs the writer's end as a
+    failure and does what a stop without a writer does (keeps this run's earlier cache, a few rows behind)."""
+    root, end, clock, config, db = _writing_every_second(tmp_path)
+    with daemon(tmp_path, root, config=config, clock_file=clock, db=db) as d:
+        wait_for(lambda: "by a forked writer" in d.logs(), 20, "the cache written after the start's catch-up")
+        writer = _stopped_while_the_writer_waits(d, end)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(writer, signal.SIGKILL)
+        assert d.proc.wait(30) == 0
+        logs = d.logs()
+    assert re.search(r"model cache \S+ not written: the writer was killed by signal 9", logs), logs
+    assert re.search(r"model cache \S+ kept: the next start catches up the \d+ rows", logs), logs
+    _from_the_cache_as_from_the_store(tmp_path, root, config, clock, db, "late-20000")
