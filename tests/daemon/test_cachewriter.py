@@ -157,12 +157,21 @@ async def _writing_stopped(world: World) -> _Stopped:
     try:
         task = asyncio.ensure_future(writes.write(keeper, config, world.store))
         for _ in range(1000):
-            if writes.writer is not None:
+            if writes.writer is not None and _stopped(writes.writer.pid):
+                # Stopped, not only forked: a SIGCONT sent before its own SIGSTOP would be lost, and it would wait.
                 return _Stopped(writes, keeper, feed, earlier, before, task, writes.writer.pid)
             await asyncio.sleep(0.01)
     finally:
         _STOP_AT_FORK.clear()
-    raise AssertionError("no writer forked")
+    raise AssertionError("no writer forked and stopped")
+
+
+def _stopped(pid: int) -> bool:
+    """True once the process is stopped by a signal (its state in /proc is T)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    except (OSError, IndexError):
+        return False
 
 
 def _identity(path: Path) -> tuple[int, int]:
