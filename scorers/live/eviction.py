@@ -179,7 +179,7 @@ class Eviction(ModelState):
         self.latest_checks = {k: c for k, c in self.latest_checks.items() if c.checked_at > oldest}
         cut = to_us(horizon)
         for f in self._files.files.values():
-            del f.modified[:bisect.bisect_right(f.modified, cut)]
+            f.drop_modified(cut)
 
 
 def drop_times(times: list[datetime], drop: list[datetime]) -> None:

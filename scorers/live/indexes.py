@@ -256,7 +256,8 @@ class Indexing(ModelState):
 
     def put_file(self, path: str, entry: FileEntry | None) -> None:
         """The file-index entry of ``path`` as the store now holds it (None: no entry)."""
-        self._put_file(path, None if entry is None else FileState.of(entry))
+        # The path as a record holds it, where one does (a Markdown decision's document, a log): not a copy per file.
+        self._put_file(self._shared.get(path, path), None if entry is None else FileState.of(entry))
 
     def add_file_times(self, path: str, modified: Iterable[datetime], deleted: datetime | None) -> None:
         """The entry of ``path``, same ``created``, gained modifications and has this deletion time now.
