@@ -36,18 +36,23 @@ class LabelTally:
 
 def tally(labelled: Iterable[tuple[str, Sequence[Label]]]) -> dict[str, LabelTally]:
     """Per agent, from (agent, the current labels on one of its decisions) pairs: one per labelled decision."""
+    return tally_values((agent, [lb.value for lb in labels]) for agent, labels in labelled)
+
+
+def tally_values(labelled: Iterable[tuple[str, Sequence[str]]]) -> dict[str, LabelTally]:
+    """:func:`tally`, from the values (``up``, ``down``) of the current labels on each labelled decision."""
     counts: dict[str, list[int]] = {}  # ints, one LabelTally made per agent: a tally walks every label the model holds
-    for agent, labels in labelled:
-        if not labels:
+    for agent, values in labelled:
+        if not values:
             continue
-        up = sum(1 for lb in labels if lb.value == "up")
+        up = values.count("up")
         found = counts.get(agent)
         if found is None:
-            counts[agent] = [1, up, len(labels) - up]
+            counts[agent] = [1, up, len(values) - up]
         else:
             found[0] += 1
             found[1] += up
-            found[2] += len(labels) - up
+            found[2] += len(values) - up
     return {agent: LabelTally(*found) for agent, found in counts.items()}
 
 
