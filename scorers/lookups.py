@@ -243,10 +243,14 @@ class FileIndex:
             del self.created_us[i], self.created_paths[i]
         if state is not None:
             self.files[path] = state
-            us = to_us(state.created)
-            i = self._created_at(us, path)
-            self.created_us.insert(i, us)
-            self.created_paths.insert(i, path)
+            us, created_us, paths = to_us(state.created), self.created_us, self.created_paths
+            if not created_us or us > created_us[-1] or (us == created_us[-1] and path > paths[-1]):
+                created_us.append(us)  # the common case (entries come mostly in creation order): no search
+                paths.append(path)
+            else:
+                i = self._created_at(us, path)
+                created_us.insert(i, us)
+                paths.insert(i, path)
         return old
 
     def entry(self, path: str, at: datetime) -> FileState | None:
