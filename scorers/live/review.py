@@ -13,7 +13,7 @@ from datetime import timedelta
 from collectors.records import Event, Label
 from scorers.live.base import ModelState
 from scorers.live.records import ts_of
-from scorers.progress import LabelTally, tally_values
+from scorers.progress import LabelTally, tally_counts
 
 
 class Review(ModelState):
@@ -28,13 +28,19 @@ class Review(ModelState):
         """Per agent, the current labels on its decisions the model holds (those of the longest window and a day).
         Made again only after a label, or the record winning a labelled id, changed (see ``_tally``)."""
         if self._tally is None:
-            labelled = []
-            winner, is_decision, values = self._winner.get, self._is_decision, self._label_columns.current_values
+            counted = []
+            winner, is_decision, columns = self._winner.get, self._is_decision, self._label_columns
+            kind, values = columns.kind, columns.current_values
+            up = [int(k[0] == "up") for k in columns.kinds]
             for decision_id, held in self._labels.items():
                 d = winner(decision_id)
                 if isinstance(d, Event) and is_decision(d):
-                    labelled.append((d.agent, values(held)))
-            self._tally = tally_values(labelled)
+                    if type(held) is int:  # one label, the common case, is its reviewer's current one: read in place
+                        counted.append((d.agent, up[kind[held]], 1))
+                    else:
+                        current = values(held)
+                        counted.append((d.agent, current.count("up"), len(current)))
+            self._tally = tally_counts(counted)
         return dict(self._tally)
 
     def unlabelled_failures(self, width: timedelta) -> dict[str, int]:
