@@ -32,6 +32,7 @@ where it is).
 from __future__ import annotations
 
 import bisect
+import copy
 import copyreg
 import functools
 import hashlib
@@ -59,14 +60,14 @@ from daemon.config import Config
 from daemon.modelkeeper import LiveFeed, Marks
 from daemon.store import Store
 from scorers.live import LiveModel, Record, Stub
-from scorers.live.records import PACKED_LAYOUT, ById, Packed
+from scorers.live.records import PACKED_LAYOUT, ById, ByRecordId, Packed
 from scorers.spec import outcome_part
 
 log = logging.getLogger("honestyd")
 
 MAGIC = b"honestyd-model-cache\n"
 #: Bumped when the file's layout changes (the code hash covers the pickled objects).
-FORMAT = 5
+FORMAT = 6
 #: The modules whose objects the cache holds or whose rules produced its cached outcomes.
 _CODE = ("scorers", "collectors", "daemon/modelkeeper.py", "daemon/config.py")
 
@@ -348,6 +349,14 @@ def _by_id(values: list[Any]) -> ById[Any]:
     return ById((id(v), v) for v in values)
 
 
+def _reduce_by_record_id(m: ByRecordId[Any]) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    return _by_record_id, (list(m.values()),)
+
+
+def _by_record_id(values: list[Any]) -> ByRecordId[Any]:
+    return ByRecordId((v.id, v) for v in values)
+
+
 def _reduce_count(c: itertools.count[int]) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     return itertools.count, (next(c),)  # the copy counts on from a value the original no longer gives
 
@@ -361,20 +370,39 @@ def _reduce_model(model: LiveModel) -> tuple[Callable[..., Any], tuple[Any, ...]
     # Each id filed by day as the record it names, where one is held: as a string it would come back a second copy
     # of the record's own id.
     state["_days"] = {d: [winners.get(i, i) for i in ids] for d, ids in state["_days"].items()}
+    # Likewise the labelled ids: the labels' decisions, the map of their slots, each agent's latest label.
+    columns = copy.copy(state["_label_columns"])
+    columns.decision = [None if i is None else winners.get(i, i) for i in columns.decision]
+    state["_label_columns"] = columns
+    state["_labels"] = [(winners.get(i, i), held) for i, held in state["_labels"].items()]
+    agents = {}
+    for name, a in state["_agents"].items():
+        agents[name] = a = copy.copy(a)
+        a.labelled = [(winners.get(i, i), slot) for i, slot in a.labelled.items()]
+    state["_agents"] = agents
     return _model, (state,)
+
+
+def _id_of(i: Any) -> Any:
+    """An id as :func:`_reduce_model` wrote it (a string, or the record whose id it is) back as a string."""
+    return i if i is None or type(i) is str else i.id
 
 
 def _model(state: dict[str, Any]) -> LiveModel:
     state["_winner"] = dict(zip(map(attrgetter("id"), state["_winner"]), state["_winner"], strict=True))
     state["_shadowed"] = {rest[0].id: rest for rest in state["_shadowed"] if rest}
     state["_days"] = {d: [r if type(r) is str else r.id for r in rs] for d, rs in state["_days"].items()}
+    state["_label_columns"].decision = list(map(_id_of, state["_label_columns"].decision))
+    state["_labels"] = {_id_of(i): held for i, held in state["_labels"]}
+    for a in state["_agents"].values():
+        a.labelled = {_id_of(i): slot for i, slot in a.labelled}
     model = LiveModel.__new__(LiveModel)
     vars(model).update(state)
     return model
 
 
 _REDUCERS: dict[type, Callable[[Any], tuple[Callable[..., Any], tuple[Any, ...]]]] = {
-    ById: _reduce_by_id, itertools.count: _reduce_count, LiveModel: _reduce_model,
+    ById: _reduce_by_id, ByRecordId: _reduce_by_record_id, itertools.count: _reduce_count, LiveModel: _reduce_model,
 }
 
 

@@ -12,7 +12,7 @@ import bisect
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Protocol, TypeVar
 
 from collectors.citations import path_never_exists
@@ -156,13 +156,18 @@ class CurrentChecks(Mapping[tuple[str, str], CheckResult]):
 # --- files
 
 
+#: The modifications of a file that has none (most files): no array of its own.
+NO_MODIFICATIONS: tuple[()] = ()
+
+
 class FileState:
     """One file's index entry as the lookups read it: modifications as sorted microseconds (a busy log gains one
-    per ingest pass: appended in place, found by bisection)."""
+    per ingest pass: appended in place, found by bisection), :data:`NO_MODIFICATIONS` while there are none."""
 
     __slots__ = ("created", "deleted", "modified")
 
-    def __init__(self, created: datetime, deleted: datetime | None, modified: array[int]) -> None:
+    def __init__(self, created: datetime, deleted: datetime | None,
+                 modified: array[int] | tuple[()] = NO_MODIFICATIONS) -> None:
         self.created = created
         self.deleted = deleted
         self.modified = modified
@@ -170,20 +175,33 @@ class FileState:
     @classmethod
     def of(cls, entry: FileEntry) -> FileState:
         """The lookups' form of a stored entry."""
+        if not entry.modified:
+            return cls(entry.created, entry.deleted)
         return cls(entry.created, entry.deleted, array("q", sorted(to_us(t) for t in entry.modified)))
 
     def add(self, times: Iterable[datetime]) -> list[datetime]:
         """Record more modification times; returns them sorted."""
         added = sorted(times)
         us = [to_us(t) for t in added]
-        if us and self.modified and us[0] <= self.modified[-1]:
-            self.modified = array("q", sorted({*self.modified, *us}))  # a batch pass may date a change earlier
+        if not us:
+            return added
+        modified = self.modified
+        if isinstance(modified, array) and modified:
+            if us[0] <= modified[-1]:
+                self.modified = array("q", sorted({*modified, *us}))  # a batch pass may date a change earlier
+            else:
+                modified.extend(us)
         else:
-            self.modified.extend(us)
+            self.modified = array("q", us)
         return added
 
-
-_created = itemgetter(0)
+    def drop_modified(self, until_us: int) -> None:
+        """Forget the modifications up to ``until_us`` (microseconds)."""
+        modified = self.modified
+        if isinstance(modified, array) and modified:
+            del modified[:bisect.bisect_right(modified, until_us)]
+            if not modified:
+                self.modified = NO_MODIFICATIONS
 
 
 class FileIndex:
@@ -191,12 +209,14 @@ class FileIndex:
     ``created_matching`` of spec 1.4 and 3.4 as known at ``at`` (nothing after it is known: not a file created, nor
     a modification or a deletion). A path names its target's entry through the links."""
 
-    __slots__ = ("created", "files", "links")
+    __slots__ = ("created_paths", "created_us", "files", "links")
 
     def __init__(self, links: LinkMap = NO_LINKS) -> None:
         self.files: dict[str, FileState] = {}
-        #: (created, canonical path) of every entry, sorted: the files created in a span, by bisection.
-        self.created: list[tuple[datetime, str]] = []
+        #: Every entry's creation time (microseconds) and canonical path, sorted by (created, path), in two aligned
+        #: columns (no tuple per file): the files created in a span, by bisection.
+        self.created_us: array[int] = array("q")
+        self.created_paths: list[str] = []
         self.links = links
 
     @classmethod
@@ -204,17 +224,33 @@ class FileIndex:
         """An index of stored entries (keyed by canonical path) and symlinks."""
         index = cls(LinkMap(links))
         index.files = {p: FileState.of(f) for p, f in files.items()}
-        index.created = sorted((f.created, p) for p, f in index.files.items())
+        created = sorted((to_us(f.created), p) for p, f in index.files.items())
+        index.created_us = array("q", [us for us, _ in created])
+        index.created_paths = [p for _, p in created]
         return index
+
+    def _created_at(self, us: int, path: str) -> int:
+        """Where (``us``, ``path``) is, or goes, in the creation columns."""
+        lo = bisect.bisect_left(self.created_us, us)
+        hi = bisect.bisect_right(self.created_us, us, lo)
+        return bisect.bisect_left(self.created_paths, path, lo, hi)
 
     def put(self, path: str, state: FileState | None) -> FileState | None:
         """Make ``state`` the entry of ``path`` (None: no entry); returns the entry it replaced."""
         old = self.files.pop(path, None)
         if old is not None:
-            self.created.pop(bisect.bisect_left(self.created, (old.created, path)))
+            i = self._created_at(to_us(old.created), path)
+            del self.created_us[i], self.created_paths[i]
         if state is not None:
             self.files[path] = state
-            bisect.insort(self.created, (state.created, path))
+            us, created_us, paths = to_us(state.created), self.created_us, self.created_paths
+            if not created_us or us > created_us[-1] or (us == created_us[-1] and path > paths[-1]):
+                created_us.append(us)  # the common case (entries come mostly in creation order): no search
+                paths.append(path)
+            else:
+                i = self._created_at(us, path)
+                created_us.insert(i, us)
+                paths.insert(i, path)
         return old
 
     def entry(self, path: str, at: datetime) -> FileState | None:
@@ -251,6 +287,6 @@ class FileIndex:
         file ``exclude`` names; their canonical paths, sorted."""
         links = self.links
         own = None if exclude is None else links.resolve(exclude)
-        lo = bisect.bisect_right(self.created, a, key=_created)
-        hi = bisect.bisect_right(self.created, min(b, at), key=_created)
-        return sorted(p for _, p in self.created[lo:hi] if p != own and links.matches(glob, p))
+        lo = bisect.bisect_right(self.created_us, to_us(a))
+        hi = bisect.bisect_right(self.created_us, to_us(min(b, at)))
+        return sorted(p for p in self.created_paths[lo:hi] if p != own and links.matches(glob, p))

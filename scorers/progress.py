@@ -36,18 +36,23 @@ class LabelTally:
 
 def tally(labelled: Iterable[tuple[str, Sequence[Label]]]) -> dict[str, LabelTally]:
     """Per agent, from (agent, the current labels on one of its decisions) pairs: one per labelled decision."""
+    return tally_counts((agent, sum(1 for lb in labels if lb.value == "up"), len(labels)) for agent, labels in labelled)
+
+
+def tally_counts(counted: Iterable[tuple[str, int, int]]) -> dict[str, LabelTally]:
+    """:func:`tally`, from (agent, how many of the current labels on one of its decisions are ``up``, how many there
+    are) triples."""
     counts: dict[str, list[int]] = {}  # ints, one LabelTally made per agent: a tally walks every label the model holds
-    for agent, labels in labelled:
-        if not labels:
+    for agent, up, n in counted:
+        if not n:
             continue
-        up = sum(1 for lb in labels if lb.value == "up")
         found = counts.get(agent)
         if found is None:
-            counts[agent] = [1, up, len(labels) - up]
+            counts[agent] = [1, up, n - up]
         else:
             found[0] += 1
             found[1] += up
-            found[2] += len(labels) - up
+            found[2] += n - up
     return {agent: LabelTally(*found) for agent, found in counts.items()}
 
 

@@ -20,9 +20,9 @@ those changes and nothing else, and knows no rule by name (plan.py works the dec
   window) leaves it.
 
 The parts: records.py (records as kept: stubs, reduced texts, hashes of ids let go), base.py (the state), plan.py,
-visibility.py (records in and out, hidden until their time), indexes.py (what the rules read), invalidation.py,
-eviction.py (records let go behind the windows), sums.py, model.py. The daemon's model cache (daemon/modelcache.py)
-pickles the model.
+visibility.py (records in and out, hidden until their time), labels.py (labels as columns), indexes.py (what the rules
+read), invalidation.py, eviction.py (records let go behind the windows), sums.py, model.py. The daemon's model cache
+(daemon/modelcache.py) pickles the model.
 """
 
 from scorers.live.eviction import EVICT_EVERY, EVICT_SLACK, HistoryEvicted

@@ -9,14 +9,16 @@ first evaluation.
 from __future__ import annotations
 
 import itertools
+from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from collectors.records import CheckResult, Event, Label
+from scorers.live.labels import Held, HeldLabels
 from scorers.live.plan import Plan
-from scorers.live.records import SEPARATOR, ById, IdHashes, Record, Vocabulary
+from scorers.live.records import SEPARATOR, ById, ByRecordId, IdHashes, Record, Vocabulary
 from scorers.lookups import FileIndex, FileState
 from scorers.progress import LabelTally
 from scorers.rule import Rule
@@ -30,6 +32,13 @@ NEVER = datetime.max.replace(tzinfo=UTC)
 DAWN = datetime.min.replace(tzinfo=UTC)
 #: What the width-independent rules are given for the width (they ignore it).
 NO_WIDTH = timedelta(0)
+
+
+def document_events(held: Event | list[Event] | None) -> list[Event]:
+    """The decisions of a document as ``_documents`` holds them (None: none)."""
+    if held is None:
+        return []
+    return held if isinstance(held, list) else [held]
 
 
 class ModelState:
@@ -75,10 +84,14 @@ class ModelState:
         self._hidden_ids: Counter[str] = Counter()
         self._loaded: list[Record] = []  # arrived before the first evaluation, in no order
         self._removed: ById[Record] = ById()  # hidden events removed before they became visible
-        self._documents: dict[str, list[Event]] = {}
-        #: The visible labels on each labelled decision id, in arrival order: a tuple while there are few (most
-        #: decisions carry one; a list of one costs twice its tuple), a list past that (appending to a tuple copies it).
-        self._labels: dict[str, tuple[Label, ...] | list[Label]] = {}
+        #: The Markdown decisions of each document: the one decision itself while it is alone (most documents hold
+        #: one; a list of one costs more than the dict entry), a list past that (see :func:`document_events`).
+        self._documents: dict[str, Event | list[Event]] = {}
+        #: Every label held, as columns (scorers/live/labels.py): the maps below hold their slots.
+        self._label_columns = HeldLabels()
+        #: The visible labels on each labelled decision id, in arrival order: the one slot while there is one (most
+        #: decisions carry one), a tuple of slots while few, a list past that (appending to a tuple copies it).
+        self._labels: dict[str, Held] = {}
         #: The ids in _labels that no record held here carries, and how many visible labels are on them: labels on a
         #: decision honestyd never saw (a typo, another system's id), kept as the store keeps them and counted.
         self._orphans: set[str] = set()
@@ -86,7 +99,9 @@ class ModelState:
         #: The label tally as last computed (review.py); None once a label, or the record winning a labelled id,
         #: changed: most evaluations follow events alone, and the tally walks every label held.
         self._tally: dict[str, LabelTally] | None = None
-        self._hidden_labels: list[tuple[datetime, int, Label]] = []
+        #: The slots of labels dated after T, by time (and arrival), and of those added before the first evaluation.
+        self._hidden_labels: list[tuple[datetime, int, int]] = []
+        self._loaded_labels: array[int] = array("q")
         self._all_checks: list[CheckResult] = []
         self._hidden_checks: list[tuple[datetime, int, CheckResult]] = []
         #: The file index and the symlinks inside the root (the index is by canonical path).
@@ -99,10 +114,11 @@ class ModelState:
         #: Times of the visible decisions with a prompt key (the ones a state change can concern), sorted.
         self._prompted_times: list[datetime] = []
         self._prompts: defaultdict[tuple[str, str], list[Event]] = defaultdict(list)
-        #: Decisions by the canonical path each path they name resolves to (plan.by_path).
-        self._by_path: defaultdict[str, ById[Event]] = defaultdict(ById)
-        #: The decisions a rule's ``signals`` selects.
-        self._signal_claims: ById[Event] = ById()
+        #: Decisions by the canonical path each path they name resolves to (plan.by_path), by their ids (only winners
+        #: are indexed).
+        self._by_path: defaultdict[str, ByRecordId[Event]] = defaultdict(ByRecordId)
+        #: The decisions a rule's ``signals`` selects, by their ids.
+        self._signal_claims: ByRecordId[Event] = ByRecordId()
         # --- invalidation.py and sums.py
         self._dirty: ById[Event] = ById()
         #: Every decision is to be re-run (a rebuild): no entry per decision in _dirty, a million of them at a start.
@@ -125,6 +141,7 @@ class ModelState:
         def _show(self, e: Record) -> None: ...
         def _show_sorted(self, records: Iterable[Record]) -> None: ...
         def _is_decision(self, e: Record) -> bool: ...
+        def _file_document(self, e: Event) -> None: ...
         def add_labels(self, labels: Iterable[Label]) -> None: ...
         def add_checks(self, checks: Iterable[CheckResult]) -> None: ...
         def records(self) -> list[Record]: ...
@@ -148,7 +165,7 @@ class ModelState:
         def _touch_state_change(self, t: datetime) -> None: ...
         def _touch_path(self, path: str, created: set[datetime]) -> None: ...
         def _touch_citing(self, keys: set[tuple[str, str]]) -> None: ...
-        def _touch_relinked(self, named: ById[Event]) -> None: ...
+        def _touch_relinked(self, named: Iterable[Event]) -> None: ...
 
         # eviction.py
         def _let_go_of_checks_and_file_times(self, horizon: datetime) -> None: ...

@@ -18,7 +18,8 @@ from typing import Any
 
 from collectors.records import Event
 from collectors.rfc3339 import to_us
-from scorers.live.base import DAWN, ModelState
+from scorers.live.base import DAWN, ModelState, document_events
+from scorers.live.labels import slots_of
 from scorers.live.records import Record, Stub, ts_of
 
 #: How far behind the longest window the model keeps records: the clock may step back this far without a reload.
@@ -100,7 +101,10 @@ class Eviction(ModelState):
         for w in winners:
             del self._winner[w.id]
             self._shadowed.pop(w.id, None)
-            if self._labels.pop(w.id, None) is not None:
+            held = self._labels.pop(w.id, None)
+            if held is not None:
+                for slot in slots_of(held):
+                    self._label_columns.drop(slot)
                 self._tally = None
             self._evicted.add(w.id)
         # The horizon's day goes on holding every candidate that stays (its records after the horizon, or blocked by
@@ -109,9 +113,9 @@ class Eviction(ModelState):
         if later:
             self._days.setdefault(day, []).extend(later)
         for path in {r.path for r in gone if r.line is None}:
-            kept = [d for d in self._documents.get(path, ()) if id(d) not in gone_ids]
+            kept = [d for d in document_events(self._documents.get(path)) if id(d) not in gone_ids]
             if kept:
-                self._documents[path] = kept
+                self._documents[path] = kept if len(kept) > 1 else kept[0]
             else:
                 self._documents.pop(path, None)
         if any(id(x[2]) in gone_ids for x in self._expiry):
@@ -179,7 +183,7 @@ class Eviction(ModelState):
         self.latest_checks = {k: c for k, c in self.latest_checks.items() if c.checked_at > oldest}
         cut = to_us(horizon)
         for f in self._files.files.values():
-            del f.modified[:bisect.bisect_right(f.modified, cut)]
+            f.drop_modified(cut)
 
 
 def drop_times(times: list[datetime], drop: list[datetime]) -> None:

@@ -19,13 +19,11 @@ from collectors.records import CheckResult, Event, FileEntry, Label
 from collectors.rfc3339 import from_us, to_us
 from scorers.context import paths_of, prompt_key
 from scorers.live.base import ModelState
-from scorers.live.records import ById, Record, Stub, ts_of
+from scorers.live.records import ByRecordId, Record, Stub, ts_of
 from scorers.lookups import (
     CurrentChecks,
     FileState,
     any_between,
-    current_labels,
-    down_labels,
     previous_in,
     sort_key,
 )
@@ -90,9 +88,9 @@ class Agent:
         #: Column sums of ``counts[:k * BLOCK]`` at ``prefix[k * columns:(k + 1) * columns]``, for the leading k
         #: kept here (k = 0 always; sums.py). Flat machine integers.
         self.prefix = array("q", zero)
-        #: Ids of this agent's labelled decisions → their latest visible label time (a reply can matter until a rule's
-        #: reply horizon after it).
-        self.labelled: dict[str, datetime] = {}
+        #: Ids of this agent's labelled decisions → the slot of their latest visible label (a reply can matter until
+        #: a rule's reply horizon after its time; the model's HeldLabels has it).
+        self.labelled: dict[str, int] = {}
         #: Per rule reading follow-ups: the decisions waiting for one, in (ts, read order).
         self.awaiting: tuple[list[Event], ...] = tuple([] for _ in range(follow_ups))
         self.version = 0
@@ -133,7 +131,7 @@ class Indexing(ModelState):
             an.times.insert(i, None)
         self._changed(a, i)
         if plan.replies and e.id in self._labels:
-            a.labelled[e.id] = max(lb.ts for lb in self._labels[e.id])
+            a.labelled[e.id] = self._label_columns.latest(self._labels[e.id])
         for (_, _, awaits), waiting in zip(plan.follow_ups, a.awaiting, strict=True):
             if awaits is None or awaits(e, self):
                 bisect.insort(waiting, e, key=sort_key)
@@ -170,7 +168,7 @@ class Indexing(ModelState):
         for an in a.anchored:
             an.times.append(None)
         if plan.replies and e.id in self._labels:
-            a.labelled[e.id] = max(lb.ts for lb in self._labels[e.id])
+            a.labelled[e.id] = self._label_columns.latest(self._labels[e.id])
         if plan.follow_ups:
             for (_, _, awaits), waiting in zip(plan.follow_ups, a.awaiting, strict=True):
                 if awaits is None or awaits(e, self):
@@ -229,26 +227,26 @@ class Indexing(ModelState):
             for p in paths_of(e):
                 key = self._path_key(p)
                 if add:
-                    self._by_path[key][id(e)] = e
+                    self._by_path[key][e.id] = e
                 else:
                     bucket = self._by_path.get(key)
-                    if bucket is not None:
-                        bucket.pop(id(e), None)
+                    if bucket is not None and bucket.get(e.id) is e:
+                        del bucket[e.id]
                         if not bucket:
                             del self._by_path[key]
         for selects in plan.signals:
             if selects(e, self):
                 if add:
-                    self._signal_claims[id(e)] = e
-                else:
-                    self._signal_claims.pop(id(e), None)
+                    self._signal_claims[e.id] = e
+                elif self._signal_claims.get(e.id) is e:
+                    del self._signal_claims[e.id]
                 break
 
     def _index_every_path(self) -> None:
         """File every visible decision afresh by the paths it names and the signals it claims (a rebuild's
         :meth:`_index_last` leaves them out: only the model's invalidation reads those maps, never a rule)."""
-        self._by_path = defaultdict(ById)
-        self._signal_claims = ById()
+        self._by_path = defaultdict(ByRecordId)
+        self._signal_claims = ByRecordId()
         for a in self._agents.values():
             for e in a.events:
                 self._index_paths(e, add=True)
@@ -267,7 +265,8 @@ class Indexing(ModelState):
 
     def put_file(self, path: str, entry: FileEntry | None) -> None:
         """The file-index entry of ``path`` as the store now holds it (None: no entry)."""
-        self._put_file(path, None if entry is None else FileState.of(entry))
+        # The path as a record holds it, where one does (a Markdown decision's document, a log): not a copy per file.
+        self._put_file(self._shared.get(path, path), None if entry is None else FileState.of(entry))
 
     def add_file_times(self, path: str, modified: Iterable[datetime], deleted: datetime | None) -> None:
         """The entry of ``path``, same ``created``, gained modifications and has this deletion time now.
@@ -306,14 +305,14 @@ class Indexing(ModelState):
         new = LinkMap(links)
         if new == self._files.links:
             return
-        named: ById[Event] = ById((id(e), e) for bucket in self._by_path.values() for e in bucket.values())
+        named = {e.id: e for bucket in self._by_path.values() for e in bucket.values()}
         self._files.links = new
-        self._by_path = defaultdict(ById)
+        self._by_path = defaultdict(ByRecordId)
         for e in named.values():
             for p in paths_of(e):
-                self._by_path[self._path_key(p)][id(e)] = e
+                self._by_path[self._path_key(p)][e.id] = e
         if not self._fresh and not self._bulk:
-            self._touch_relinked(named)
+            self._touch_relinked(named.values())
 
     def _path_key(self, path: str) -> str:
         """Where a decision naming ``path`` is filed: the canonical path it names (itself if it leaves the root)."""
@@ -377,6 +376,6 @@ class Indexing(ModelState):
 
     def current_down_labels(self, decision_id: str) -> list[Label]:
         """Each reviewer's latest visible label on the decision, where it is ``down``, by reviewer."""
-        labels = self._labels.get(decision_id)
-        return down_labels(current_labels(labels)) if labels else []
+        held = self._labels.get(decision_id)
+        return [] if held is None else self._label_columns.current_down(held)
 

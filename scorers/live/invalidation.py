@@ -10,12 +10,14 @@ a new current check the decisions citing its target; a change of the symlinks al
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from collectors.records import Event
+from collectors.rfc3339 import from_us, to_us
 from scorers.live.base import ModelState
-from scorers.live.records import ById, ts_of
+from scorers.live.records import ts_of
 
 if TYPE_CHECKING:
     from scorers.live.indexes import Agent
@@ -43,9 +45,12 @@ class Invalidation(ModelState):
                 if matches(e, d):
                     self._touch(d)
         if plan.replies:
-            longest = plan.longest_reply
-            for decision_id, last_label in a.labelled.items():
-                if e.ts <= last_label + longest:
+            # In microseconds: the label times are held so (scorers/live/labels.py), and this walks every labelled
+            # decision of the agent (e.ts ≤ last label + longest reply, rearranged).
+            times, since = self._label_columns.ts, to_us(e.ts - plan.longest_reply)
+            for decision_id, slot in a.labelled.items():
+                if since <= times[slot]:
+                    last_label = from_us(times[slot])
                     labelled = self._winner.get(decision_id)
                     # labelled holds decisions' ids only (a winner that is a stub was never added, or was removed)
                     if isinstance(labelled, Event) and labelled.ts <= e.ts and any(
@@ -89,10 +94,10 @@ class Invalidation(ModelState):
                 if d.citations and any((c.type, c.target) in keys for c in d.citations):
                     self._touch(d)
 
-    def _touch_relinked(self, named: ById[Event]) -> None:
+    def _touch_relinked(self, named: Iterable[Event]) -> None:
         """The symlinks changed: the decisions naming a path (``named``) may name another file now."""
         plan = self.plan
-        for e in named.values():
+        for e in named:
             if plan.paths:
                 self._touch(e)
             if plan.repeats:

@@ -125,7 +125,7 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
                 self._evicted.add(rid)
             self._let_go_of_checks_and_file_times(horizon)
             self.evicted_to = horizon
-        labels = [lb for lbs in self._labels.values() for lb in lbs] + [h[2] for h in self._hidden_labels]
+        labels = self._label_columns, self._labels_to_file_again()
         files = dict(self._files.files)
         checks = self._all_checks
         evicted, evicted_to, links = self._evicted, self.evicted_to, self._files.links
@@ -141,11 +141,11 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
         for e in events:
             if e.ts > at:
                 if isinstance(e, Event) and e.line is None:
-                    self._documents.setdefault(e.path, []).append(e)
+                    self._file_document(e)
                 heapq.heappush(self._hidden, (e.ts, next(self._seq), e))
                 self._hidden_ids[e.id] += 1
         # Everything is dirty already: labels, checks and files need no per-record invalidation.
-        self.add_labels(labels)
+        self._file_labels_again(*labels)
         self.add_checks(checks)
         for path, f in files.items():
             self._put_file(path, f)

@@ -143,6 +143,14 @@ class ById(dict[int, T]):
     __slots__ = ()
 
 
+class ByRecordId(dict[str, T]):
+    """Visible winners by their record id, keyed by the record's own id string (no key object of its own, as an
+    ``id()`` would be): for indexes of winners only, where an id names one record. Its own type so that the model
+    cache writes its values alone and keys them again by their records' strings (not second copies)."""
+
+    __slots__ = ()
+
+
 def id_hash(record_id: str) -> int:
     """A stable 64-bit hash of a record id (Python's own ``hash`` of a string changes from process to process)."""
     return int.from_bytes(hashlib.blake2b(record_id.encode(), digest_size=8).digest(), "big", signed=True)

@@ -13,8 +13,7 @@ from datetime import timedelta
 from collectors.records import Event, Label
 from scorers.live.base import ModelState
 from scorers.live.records import ts_of
-from scorers.lookups import current_labels
-from scorers.progress import LabelTally, tally
+from scorers.progress import LabelTally, tally_counts
 
 
 class Review(ModelState):
@@ -22,20 +21,26 @@ class Review(ModelState):
 
     def visible_labels(self, decision_id: str) -> list[Label]:
         """Every label on the decision visible at the last evaluation time, in arrival order."""
-        return list(self._labels.get(decision_id, ()))
+        held = self._labels.get(decision_id)
+        return [] if held is None else self._label_columns.labels(held)
 
     def label_tally(self) -> dict[str, LabelTally]:
         """Per agent, the current labels on its decisions the model holds (those of the longest window and a day).
         Made again only after a label, or the record winning a labelled id, changed (see ``_tally``)."""
         if self._tally is None:
-            labelled = []
-            winner, is_decision = self._winner.get, self._is_decision
-            for decision_id, labels in self._labels.items():
+            counted = []
+            winner, is_decision, columns = self._winner.get, self._is_decision, self._label_columns
+            kind, values = columns.kind, columns.current_values
+            up = [int(k[0] == "up") for k in columns.kinds]
+            for decision_id, held in self._labels.items():
                 d = winner(decision_id)
-                if isinstance(d, Event) and labels and is_decision(d):
-                    # One label, the common case, is its reviewer's current one: no lookup.
-                    labelled.append((d.agent, labels if len(labels) == 1 else current_labels(labels)))
-            self._tally = tally(labelled)
+                if isinstance(d, Event) and is_decision(d):
+                    if type(held) is int:  # one label, the common case, is its reviewer's current one: read in place
+                        counted.append((d.agent, up[kind[held]], 1))
+                    else:
+                        current = values(held)
+                        counted.append((d.agent, current.count("up"), len(current)))
+            self._tally = tally_counts(counted)
         return dict(self._tally)
 
     def unlabelled_failures(self, width: timedelta) -> dict[str, int]:

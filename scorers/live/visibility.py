@@ -16,13 +16,14 @@ from typing import Any
 from collectors.citations import Citation
 from collectors.jsonl import from_json_list
 from collectors.records import CheckResult, Event, Label, Order
-from collectors.rfc3339 import from_us, from_us_many
-from scorers.live.base import DAWN, ModelState
+from collectors.rfc3339 import from_us, from_us_many, to_us
+from scorers.live.base import DAWN, ModelState, document_events
 from scorers.live.columns import NO_SHAPE, Columns
+from scorers.live.labels import HeldLabels, count_of, slots_of
 from scorers.live.records import Packed, Record, Shape, Stub, Vocabulary, order_of, pack, reduce_text
 from scorers.lookups import take_check
 
-#: Labels on one decision id held as a tuple up to this many, then as a list.
+#: Labels on one decision id held as a tuple of slots up to this many, then as a list.
 FEW_LABELS = 8
 #: Raw shapes (and citation lists) :meth:`Visibility.add_rows` remembers at most: a text repeated in nearby rows is
 #: reduced once, and what is remembered stays small.
@@ -90,10 +91,10 @@ class Visibility(ModelState):
         arrived: list[Record] = []
         recalled: set[str] = set()
         if self._fresh and not watch:  # a load: every record waits for the first evaluation's sort
-            loaded, documents = self._loaded, self._documents
+            loaded, file_document = self._loaded, self._file_document
             for e in records:
                 if e.line is None and isinstance(e, Event):
-                    documents.setdefault(e.path, []).append(e)
+                    file_document(e)
                 loaded.append(e)
             return
         for e in records:
@@ -102,7 +103,7 @@ class Visibility(ModelState):
                 if self._let_go(e.id):
                     recalled.add(e.id)
             if isinstance(e, Event) and e.line is None:
-                self._documents.setdefault(e.path, []).append(e)
+                self._file_document(e)
             self._arrive(e)
         if recalled:
             self._recall(recalled, {e.order for e in arrived if e.id in recalled}, lookup)
@@ -122,20 +123,53 @@ class Visibility(ModelState):
 
     def replace_document(self, path: str, events: Iterable[Event], lookup: Lookup | None = None) -> None:
         """A brief or finding changed or vanished: its decisions are now ``events`` (none when deleted)."""
-        for old in self._documents.pop(path, []):
+        for old in document_events(self._documents.pop(path, None)):
             self._depart(old)
         self.add_events(events, lookup)
 
     def add_labels(self, labels: Iterable[Label]) -> None:
         """Reviewer labels, in any order. A label on a decision the model let go is left to the store (it comes
         back with its decision, should that be recalled)."""
-        for label in map(self._slim_label, labels):
-            if self._let_go(label.decision):
+        held, winner, let_go = self._label_columns, self._winner, self._let_go
+        for label in labels:
+            decision = label.decision
+            if let_go(decision):
                 continue
-            if self._fresh or label.ts > self.at:
-                heapq.heappush(self._hidden_labels, (label.ts, next(self._seq), label))
+            known = winner.get(decision)
+            # Its decision id held as the decision's own string when the model holds the decision (a rebuild files
+            # every label again once the decisions are in).
+            slot = held.add(label, decision if known is None else known.id)
+            if self._fresh:
+                self._loaded_labels.append(slot)  # the first evaluation files them all (a heap entry each would cost)
+            elif label.ts > self.at:
+                heapq.heappush(self._hidden_labels, (label.ts, next(self._seq), slot))
             else:
-                self._show_label(label)
+                self._show_label(slot)
+
+    def _labels_to_file_again(self) -> list[int]:
+        """Every label's slot, as a rebuild files them again: the visible ones by decision in arrival order, then
+        the hidden ones, then those added before the first evaluation."""
+        return [*(s for held in self._labels.values() for s in slots_of(held)), *(h[2] for h in self._hidden_labels),
+                *self._loaded_labels]
+
+    def _file_labels_again(self, held: HeldLabels, slots: Iterable[int]) -> None:
+        """After a rebuild's records are in: the labels in ``held``'s ``slots`` (:meth:`_labels_to_file_again`),
+        filed as :meth:`add_labels` would file them (their decision ids now the decisions' own strings)."""
+        self._label_columns = held
+        decisions, ts, winner, let_go, at = held.decision, held.ts, self._winner, self._let_go, to_us(self.at)
+        for slot in slots:
+            decision = decisions[slot]
+            assert decision is not None
+            if let_go(decision):
+                held.drop(slot)
+                continue
+            known = winner.get(decision)
+            if known is not None:
+                decisions[slot] = known.id
+            if ts[slot] > at:
+                heapq.heappush(self._hidden_labels, (from_us(ts[slot]), next(self._seq), slot))
+            else:
+                self._show_label(slot)
 
     def add_checks(self, checks: Iterable[CheckResult]) -> None:
         """Verification results (inconclusive ones are kept but never used, as in the pure evaluation)."""
@@ -241,17 +275,6 @@ class Visibility(ModelState):
         found: tuple[Citation, ...] = share(shared, shared)
         return found
 
-    def _slim_label(self, label: Label) -> Label:
-        """``label`` with its value, reviewer and file shared, and its decision id the decision's own string when the
-        model holds the decision (a rebuild adds every label again once the decisions are in). Not its line number:
-        a reviewer's labels mostly come from one file, so each has a number of its own."""
-        share = self._shared.setdefault
-        ts, decision, value, reviewer, path, line, generation, note = label
-        known = self._winner.get(decision)
-        # Made whole rather than by _replace (a Python-level rebuild of the tuple): a rebuild slims every label again.
-        return Label(ts, decision if known is None else known.id, share(value, value), share(reviewer, reviewer),
-                     share(path, path), line, generation, note)
-
     def _arrive(self, e: Record) -> None:
         if self._fresh:
             self._loaded.append(e)  # the first evaluation sorts them all at once (a heap entry each would cost more)
@@ -260,6 +283,16 @@ class Visibility(ModelState):
             self._hidden_ids[e.id] += 1
         else:
             self._show(e)
+
+    def _file_document(self, e: Event) -> None:
+        """File a Markdown decision under its document (see ``_documents``)."""
+        held = self._documents.get(e.path)
+        if held is None:
+            self._documents[e.path] = e
+        elif isinstance(held, list):
+            held.append(e)
+        else:
+            self._documents[e.path] = [held, e]
 
     def _is_decision(self, e: Record) -> bool:
         return e.line is None or e.kind in self._decision_kinds
@@ -275,7 +308,7 @@ class Visibility(ModelState):
             self._relabelled(e.id)
             if self._orphans and e.id in self._orphans:  # the labels on this id find their record
                 self._orphans.discard(e.id)
-                self.unmatched_labels -= len(self._labels[e.id])
+                self.unmatched_labels -= count_of(self._labels[e.id])
             if self.evicts:
                 self._days.setdefault(e.ts.toordinal(), []).append(e.id)
             (self._index if index is None else index)(e)
@@ -298,10 +331,10 @@ class Visibility(ModelState):
         """:meth:`_show` of each record in a rebuild, for records in (time, read order) (by
         :func:`~scorers.lookups.sort_key`): a new id's winner sorts after every one shown, so it goes at the end of
         every index (``_index_last``); a record of an id already shown is searched into place as usual."""
-        documents, show, index_last = self._documents, self._show, self._index_last
+        file_document, show, index_last = self._file_document, self._show, self._index_last
         for e in records:
             if e.line is None and isinstance(e, Event):
-                documents.setdefault(e.path, []).append(e)
+                file_document(e)
             show(e, index_last)
 
     def _depart(self, e: Event) -> None:
@@ -323,7 +356,7 @@ class Visibility(ModelState):
                 labels = self._labels.get(e.id)
                 if labels:  # its labels now name no record
                     self._orphans.add(e.id)
-                    self.unmatched_labels += len(labels)
+                    self.unmatched_labels += count_of(labels)
             return
         shadowed = self._shadowed.get(e.id, [])
         for i, s in enumerate(shadowed):
@@ -372,31 +405,39 @@ class Visibility(ModelState):
         if record_id in self._labels:
             self._tally = None
 
-    def _file_label(self, label: Label) -> None:
+    def _file_label(self, decision: str, slot: int) -> None:
         """Add a visible label to its decision id's labels (see ``_labels``)."""
         self._tally = None
-        held = self._labels.get(label.decision)
+        held = self._labels.get(decision)
         if held is None:
-            self._labels[label.decision] = (label,)
+            self._labels[decision] = slot
+        elif isinstance(held, int):
+            self._labels[decision] = (held, slot)
         elif isinstance(held, list):
-            held.append(label)
+            held.append(slot)
         elif len(held) < FEW_LABELS:
-            self._labels[label.decision] = (*held, label)
+            self._labels[decision] = (*held, slot)
         else:
-            self._labels[label.decision] = [*held, label]
+            self._labels[decision] = [*held, slot]
 
-    def _show_label(self, label: Label) -> None:
-        if self._let_go(label.decision):
+    def _show_label(self, slot: int) -> None:
+        held = self._label_columns
+        decision = held.decision[slot]
+        assert decision is not None
+        if self._let_go(decision):
+            held.drop(slot)
             return  # waited hidden while its decision was let go
-        self._file_label(label)
-        d = self._winner.get(label.decision)
+        self._file_label(decision, slot)
+        d = self._winner.get(decision)
         if d is None:
-            self._orphans.add(label.decision)
+            self._orphans.add(decision)
             self.unmatched_labels += 1
         if isinstance(d, Event) and self._is_decision(d):
             if self.plan.replies:
                 labelled = self._agents[d.agent].labelled
-                labelled[d.id] = max(labelled.get(d.id, label.ts), label.ts)
+                latest = labelled.get(d.id)
+                if latest is None or held.ts[slot] > held.ts[latest]:
+                    labelled[d.id] = slot
             if self.plan.labels:
                 self._touch(d)
 

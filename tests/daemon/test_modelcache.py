@@ -324,3 +324,25 @@ def test_the_daemon_writes_the_cache_at_shutdown_and_starts_from_it(tmp_path: Pa
         assert scores(d3) == cached
         assert stop(d3)[0] == 0
     assert not cache.exists() and "model cache" not in d3.logs()
+
+
+def test_a_loaded_model_keys_its_path_index_and_labels_by_the_records_own_ids(world: World) -> None:
+    """The decisions filed by path and the signal claims (keyed by record id), and the labels' ids (their decisions,
+    the map of their slots, each agent's latest label) come back as the strings their records hold, not as copies."""
+    running = world.fed()
+    modelcache.save(running, world.cache, world.store.store_id())
+    loaded = modelcache.load(world.cache, CONFIG, world.store)
+    assert loaded is not None
+    model = loaded.model
+    winners = model._winner
+    by_path = [(k, e) for bucket in model._by_path.values() for k, e in bucket.items()]
+    assert len(by_path) > 10
+    assert all(k is e.id and winners[k] is e for k, e in [*by_path, *model._signal_claims.items()])
+    labelled = [k for k in model._labels if k in winners]
+    latest = [k for a in model._agents.values() for k in a.labelled]
+    assert labelled and latest
+    assert all(winners[k].id is k for k in [*labelled, *latest])
+    decisions = [d for d in model._label_columns.decision if d is not None and d in winners]
+    assert len(decisions) == len(labelled) and all(winners[d].id is d for d in decisions)
+    assert {k: model.visible_labels(k) for k in model._labels} == {
+        k: running.model.visible_labels(k) for k in running.model._labels}

@@ -9,8 +9,17 @@ from typing import NamedTuple
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collectors.records import CheckResult, Order
-from scorers.lookups import CurrentChecks, current_check, previous_in, sort_key
+from collectors.records import CheckResult, FileEntry, Order
+from collectors.rfc3339 import to_us
+from scorers.lookups import (
+    NO_MODIFICATIONS,
+    CurrentChecks,
+    FileIndex,
+    FileState,
+    current_check,
+    previous_in,
+    sort_key,
+)
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
 
@@ -48,3 +57,46 @@ def test_current_check_ages_out_at_max_age() -> None:
     assert current_check(latest, ("url", "https://x"), T0 + age, age) is None
     assert current_check(latest, ("url", "https://y"), T0, age) is None
     assert CurrentChecks(latest, T0 + age, age).get(("url", "https://x")) is None
+
+
+# Few paths and creation times: entries replaced, removed and sharing a time, the ties the columns order by path.
+_puts = st.lists(st.tuples(st.sampled_from(["a.md", "b.md", "docs/c.md", "docs/d.md"]),
+                           st.none() | st.integers(0, 3)), max_size=16)
+
+
+@given(_puts, st.integers(-1, 4), st.integers(-1, 4))
+def test_the_file_index_finds_the_files_created_in_a_span_as_a_plain_scan(
+        puts: list[tuple[str, int | None]], a: int, b: int) -> None:
+    """``put`` keeps the creation columns sorted by (created, path) as entries come, change and go; the files created
+    in ``(a, b]`` are those a scan over every entry finds."""
+    index, entries = FileIndex(), dict[str, datetime]()
+    for path, h in puts:
+        created = None if h is None else T0 + timedelta(hours=h)
+        index.put(path, None if created is None else FileState(created, None))
+        if created is None:
+            entries.pop(path, None)
+        else:
+            entries[path] = created
+    assert list(zip(index.created_us, index.created_paths, strict=True)) == sorted(
+        (to_us(c), p) for p, c in entries.items())
+    lo, hi, at = T0 + timedelta(hours=a), T0 + timedelta(hours=b), T0 + timedelta(hours=3)
+    assert index.created_matching("*.md", lo, hi, "b.md", at) == sorted(
+        p for p, c in entries.items() if lo < c <= min(hi, at) and "/" not in p and p != "b.md")
+
+
+def test_a_file_never_modified_holds_no_array() -> None:
+    """Most files are never modified: their entry holds the shared empty sequence until a modification comes, and
+    again once every modification was let go."""
+    index = FileIndex.of({"a.md": FileEntry("a.md", T0), "b.md": FileEntry("b.md", T0, (T0 + timedelta(hours=2),))},
+                         {})
+    a, b = index.files["a.md"], index.files["b.md"]
+    assert a.modified is NO_MODIFICATIONS and list(b.modified) == [to_us(T0 + timedelta(hours=2))]
+    assert not index.changed_in("a.md", T0, T0 + timedelta(hours=5), T0 + timedelta(hours=5))
+    assert a.add([T0 + timedelta(hours=3), T0 + timedelta(hours=1)]) == [T0 + timedelta(hours=1),
+                                                                         T0 + timedelta(hours=3)]
+    assert index.changed_in("a.md", T0 + timedelta(hours=2), T0 + timedelta(hours=3), T0 + timedelta(hours=5))
+    assert not index.changed_in("a.md", T0 + timedelta(hours=1), T0 + timedelta(hours=2), T0 + timedelta(hours=5))
+    a.drop_modified(to_us(T0 + timedelta(hours=1)))
+    assert list(a.modified) == [to_us(T0 + timedelta(hours=3))]
+    a.drop_modified(to_us(T0 + timedelta(hours=3)))
+    assert a.modified is NO_MODIFICATIONS

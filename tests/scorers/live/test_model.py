@@ -13,11 +13,12 @@ builds it again from the records, and a reload that changes only what summing re
 
 from __future__ import annotations
 
+import gc
 import io
 import sys
 from collections.abc import Callable, Collection
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -313,10 +314,11 @@ def _assert_indexes_hold(model: LiveModel) -> None:
                 groups.setdefault((agent, keys[id(d)]), []).append(d)
     assert {k: g for k, g in model._prompts.items() if g} == groups
     held = {id(d) for d in decisions}
-    assert all(i in held for bucket in model._by_path.values() for i in bucket)
-    filed = {(key, i) for key, bucket in model._by_path.items() for i in bucket}
+    # Filed by their ids, the records' own strings (no key object of their own).
+    assert all(id(e) in held and k is e.id for bucket in model._by_path.values() for k, e in bucket.items())
+    filed = {(key, id(e)) for key, bucket in model._by_path.items() for e in bucket.values()}
     assert filed == {(model._path_key(p), id(d)) for d in decisions for p in paths_of(d)}
-    assert all(i in held for i in model._signal_claims)
+    assert all(id(e) in held and k is e.id for k, e in model._signal_claims.items())
     for a in model._agents.values():
         assert len(a.counts) == len(a.events)
         for an in a.anchored:  # the outcomes needing an earlier record inside the window (consistency's repeats)
@@ -543,7 +545,8 @@ def _indexes(model: LiveModel) -> dict[str, Any]:
     def orders(records: Any) -> list[Any]:
         return sorted(r.order for r in records)
 
-    agents = {agent: (a.events, a.counts, a.awaiting, a.labelled, a.prefix.tolist(),
+    times = model._label_columns.ts  # labelled: each decision's latest label by slot, compared by its time
+    agents = {agent: (a.events, a.counts, a.awaiting, {k: times[s] for k, s in a.labelled.items()}, a.prefix.tolist(),
                       [(an.times, an.sorted_times, an.decisions, an.contributions) for an in a.anchored])
               for agent, a in model._agents.items()}
     return {"agents": agents, "state_times": model._state_times, "prompted_times": model._prompted_times,
@@ -656,8 +659,8 @@ def test_values_repeated_across_records_are_held_once() -> None:
 
 
 def test_labels_on_a_decision_keep_their_order_and_cost_a_tuple_while_few() -> None:
-    """A decision's labels in arrival order however many come (held as a tuple while few, then as a list), and one
-    label costs no more than a tuple of one (most decisions carry one or none)."""
+    """A decision's labels in arrival order however many come (held as a tuple of slots while few, then as a list),
+    and one label costs no more than a tuple of one (most decisions carry one or none)."""
     model = LiveModel(CFG)
     model.add_events([ev("a", _at(-50), line=1), ev("b", _at(-50), line=2)])
     model.evaluate(T0)  # from here on labels are shown as they arrive
@@ -669,6 +672,58 @@ def test_labels_on_a_decision_keep_their_order_and_cost_a_tuple_while_few() -> N
     model.evaluate(_at(2))
     assert model.visible_labels("a") == many
     assert sys.getsizeof(model._labels["b"]) <= sys.getsizeof(("one",))
+
+
+def _reachable(root: object) -> list[object]:
+    """Every object reachable from ``root`` (but classes, modules and functions)."""
+    seen: set[int] = set()
+    out: list[object] = []
+    stack = [root]
+    while stack:
+        o = stack.pop()
+        if id(o) in seen or isinstance(o, (type, type(sys), type(_reachable))):
+            continue
+        seen.add(id(o))
+        out.append(o)
+        stack.extend(gc.get_referents(o))
+    return out
+
+
+def test_labels_are_held_as_columns_without_an_object_of_their_own() -> None:
+    """The model holds no Label (nor a time or line number object per label): each is a slot of machine integers,
+    its value, reviewer and file one shared combination, made again as the Label it was where one is asked for."""
+    model = LiveModel(CFG)
+    model.add_events([ev(f"d{i}", _at(-50 + i), line=i + 1) for i in range(4)])
+    labels = [Label(_at(-40 + i), f"d{i % 4}", "down" if i % 3 else "up", f"rev{i % 2}", "labels/r.jsonl", 3001 + i)
+              for i in range(8)]
+    later = Label(_at(30), "d0", "down", "rev0", "labels/r.jsonl", 999, note="see the thread")
+    model.add_labels([*labels, later])
+    model.evaluate(T0)
+    held = _reachable(vars(model))
+    assert not [o for o in held if isinstance(o, Label)]
+    assert {lb.line for lb in labels}.isdisjoint(o for o in held if type(o) is int)  # no line number boxed
+    assert {lb.ts for lb in labels}.isdisjoint(o for o in held if isinstance(o, datetime))
+    assert [model.visible_labels(f"d{i}") for i in range(4)] == [labels[i::4] for i in range(4)]
+    model.evaluate(_at(31))
+    assert model.visible_labels("d0") == [*labels[0::4], later]
+
+
+def test_a_document_of_one_decision_holds_that_decision_alone() -> None:
+    """A Markdown document's decisions are the decision itself while it is alone (most documents), a list past
+    that; replacing the document departs them all either way."""
+    model = LiveModel(CFG)
+    one, two = ev("m1", _at(-9), markdown=True, path="briefs/one.md"), ev("m2", _at(-8), markdown=True,
+                                                                         path="briefs/two.md")
+    model.add_events([one, two, ev("m3", _at(-7), markdown=True, path="briefs/two.md")])
+    model.evaluate(T0)
+    alone = model._documents["briefs/one.md"]
+    assert isinstance(alone, Event) and alone.event() == one  # type: ignore[attr-defined]
+    assert [e.id for e in model._documents["briefs/two.md"]] == ["m2", "m3"]  # type: ignore[union-attr]
+    model.replace_document("briefs/two.md", [two])
+    model.replace_document("briefs/one.md", [])
+    model.evaluate(_at(1))
+    assert list(model._documents) == ["briefs/two.md"] and model._documents["briefs/two.md"].id == "m2"
+    assert sorted(r.id for r in model.records()) == ["m2"]
 
 
 def _e(id: str, m: int, text: str = "All good.", line: int = 0, **fields: Any) -> Event:
