@@ -17,7 +17,7 @@ from collectors.records import Event
 from scorers.live.base import DAWN
 from scorers.live.eviction import Eviction
 from scorers.live.invalidation import Invalidation
-from scorers.live.records import ById, sort_by_key, ts_of
+from scorers.live.records import ById, sorted_by_key, ts_of
 from scorers.live.review import Review
 from scorers.live.sums import Split, Summing
 from scorers.live.visibility import Visibility
@@ -125,9 +125,6 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
                 self._evicted.add(rid)
             self._let_go_of_checks_and_file_times(horizon)
             self.evicted_to = horizon
-        later = [e for e in events if e.ts > at]
-        if later:  # rare: records dated after T (a clock that stepped back, or records from the future)
-            events = [e for e in events if e.ts <= at]
         labels = self._label_columns, self._labels_to_file_again()
         files = dict(self._files.files)
         checks = self._all_checks
@@ -140,13 +137,13 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
         self.at = at
         self._bulk = True
         self._all_dirty = True
-        sort_by_key(events)  # in place, after the old indexes went: one list of every record
-        self._show_sorted(events)
-        for e in later:
-            if isinstance(e, Event) and e.line is None:
-                self._file_document(e)
-            heapq.heappush(self._hidden, (e.ts, next(self._seq), e))
-            self._hidden_ids[e.id] += 1
+        self._show_sorted(sorted_by_key(e for e in events if e.ts <= at))
+        for e in events:
+            if e.ts > at:
+                if isinstance(e, Event) and e.line is None:
+                    self._file_document(e)
+                heapq.heappush(self._hidden, (e.ts, next(self._seq), e))
+                self._hidden_ids[e.id] += 1
         # Everything is dirty already: labels, checks and files need no per-record invalidation.
         self._file_labels_again(*labels)
         self.add_checks(checks)

@@ -208,23 +208,13 @@ class IdHashes:
 
 
 def sorted_by_key(records: Iterable[Record]) -> list[Record]:
-    """``records`` sorted by :func:`~scorers.lookups.sort_key` (time, then read order): see :func:`sort_by_key`."""
-    out = list(records)
-    sort_by_key(out)
-    return out
-
-
-def sort_by_key(records: list[Record]) -> None:
-    """Sort ``records`` in place by :func:`~scorers.lookups.sort_key` (time, then read order), without its key per
-    record.
+    """``records`` sorted by :func:`~scorers.lookups.sort_key` (time, then read order), without its key per record.
 
     ``sorted(key=sort_key)`` holds a (time, (path, generation, line)) pair for every record until it returns, and the
     pools it emptied stay with the process. Sorting by the records' own time objects allocates no key; only the runs
-    of equal times are then sorted by read order (the sort is stable either way). In place: a rebuild holds one list
-    of every record, not two.
+    of equal times are then sorted by read order (the sort is stable either way).
     """
-    out = records
-    out.sort(key=ts_of)
+    out = sorted(records, key=ts_of)
     times = list(map(ts_of, out))
     same = list(map(operator.eq, times, itertools.islice(times, 1, None)))  # same[k]: out[k] and out[k + 1] tie
     del times
@@ -236,6 +226,7 @@ def sort_by_key(records: list[Record]) -> None:
         while end < len(same) and same[end]:
             end += 1
         out[k:end + 1] = sorted(out[k:end + 1], key=order_of)
+    return out
 
 
 _WORD = re.compile(r"\w")

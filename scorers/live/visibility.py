@@ -327,16 +327,12 @@ class Visibility(ModelState):
         else:
             self._shadowed.setdefault(e.id, []).append(e)
 
-    def _show_sorted(self, records: list[Record]) -> None:
+    def _show_sorted(self, records: Iterable[Record]) -> None:
         """:meth:`_show` of each record in a rebuild, for records in (time, read order) (by
         :func:`~scorers.lookups.sort_key`): a new id's winner sorts after every one shown, so it goes at the end of
-        every index (``_index_last``); a record of an id already shown is searched into place as usual. Empties
-        ``records`` as it goes: the list of every record shrinks while the indexes grow (it is the rebuild's peak)."""
+        every index (``_index_last``); a record of an id already shown is searched into place as usual."""
         file_document, show, index_last = self._file_document, self._show, self._index_last
-        records.reverse()
-        take = records.pop
-        while records:
-            e = take()
+        for e in records:
             if e.line is None and isinstance(e, Event):
                 file_document(e)
             show(e, index_last)
