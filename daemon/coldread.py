@@ -89,6 +89,7 @@ class Reader:
         self.failed = False
         self._buffer = bytearray()
         self._errors = b""
+        self._errors_open = True
 
     def claim(self, frontier: int) -> None:
         """Tell the child the load reads every row up to ``frontier`` itself."""
@@ -105,10 +106,13 @@ class Reader:
         assert out is not None and err is not None
         got: list[Columns] = []
         while not self.ended:
-            readable = select.select([out, err], [], [], None if wait else 0)[0]
+            readable = select.select([out, err] if self._errors_open else [out], [], [], None if wait else 0)[0]
             if err in readable:
+                more = b""
                 with contextlib.suppress(OSError):
-                    self._errors = (self._errors + os.read(err.fileno(), _READ))[-_ERRORS_KEPT:]
+                    more = os.read(err.fileno(), _READ)
+                self._errors_open = bool(more)  # at its end, no longer watched: it would be readable forever
+                self._errors = (self._errors + more)[-_ERRORS_KEPT:]
             if out not in readable:
                 if wait:
                     continue
