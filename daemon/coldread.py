@@ -200,7 +200,7 @@ def start(request: Request, *, read_from: int = READ_FROM, cores: Callable[[], i
         return None
     assert process.stdin is not None
     with contextlib.suppress(OSError):  # a child gone already: its reader ends at once, and the load reads it all
-        _write_all(process.stdin.fileno(), _frame(request))
+        forking.write_all(process.stdin.fileno(), _frame(request))
     return Reader(process, request.upto, request.chunk)
 
 
@@ -305,12 +305,6 @@ def _write(ready: queue.SimpleQueue[bytes | None], write: Callable[[bytes], obje
         write(data)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
 def main() -> None:
     """The child: read the request from stdin, serve it on stdout."""
     import gc
@@ -318,7 +312,7 @@ def main() -> None:
     gc.disable()  # short-lived, and what it allocates is sent away: a collection would only walk it
     request = read_request(0)
     forking.become_child(request.parent, keep={0, 1, 2})
-    serve(request, 0, lambda data: _write_all(1, data))
+    serve(request, 0, lambda data: forking.write_all(1, data))
 
 
 if __name__ == "__main__":

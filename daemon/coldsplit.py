@@ -104,9 +104,7 @@ def _child(names: list[str], work: Work, out: int, parent: int) -> None:
     try:
         gc.disable()  # a collection would touch (so copy) every page of the model; the child ends soon anyway
         forking.become_child(parent, keep={0, 1, 2, out})
-        data = memoryview(pickle.dumps(encode(names, work(names)), protocol=pickle.HIGHEST_PROTOCOL))
-        while data:
-            data = data[os.write(out, data):]
+        forking.write_all(out, pickle.dumps(encode(names, work(names)), protocol=pickle.HIGHEST_PROTOCOL))
         status = 0
     finally:
         os._exit(status)

@@ -31,3 +31,10 @@ def close_inherited(keep: set[int]) -> None:
         if fd not in keep:
             with contextlib.suppress(OSError):  # the descriptor listdir itself had open
                 os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd`` (a pipe takes a large write in parts)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]

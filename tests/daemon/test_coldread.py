@@ -36,12 +36,12 @@ CONFIG = replace(Config(), scoring=replace(Config().scoring, windows=(("24h", ti
 #: A child that dies after sending its first chunk (the load's reader sees it, then the end of the pipe).
 _DIES_HALF_WAY = """
 import os
-from daemon import coldread
+from daemon import coldread, forking
 sent = []
 def write(data):
     if sent:
         os._exit(5)
-    coldread._write_all(1, data)
+    forking.write_all(1, data)
     sent.append(len(data))
 coldread.serve(coldread.read_request(0), 0, write)
 """
@@ -50,10 +50,10 @@ coldread.serve(coldread.read_request(0), 0, write)
 #: A child that sends every heartbeat row, from the top down, whatever the load says it read itself.
 _SENDS_EVERYTHING = """
 import os
-from daemon import coldread
+from daemon import coldread, forking
 request = coldread.read_request(0)
 unread, _ = os.pipe()  # a frontier no one writes: 0, the bottom
-coldread.serve(request, unread, lambda data: coldread._write_all(1, data))
+coldread.serve(request, unread, lambda data: forking.write_all(1, data))
 """
 
 
