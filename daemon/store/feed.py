@@ -15,6 +15,9 @@ from collectors.rfc3339 import from_us, to_us
 from daemon.store.queries import CitationPair, Queries
 from daemon.store.rows import ReadRow
 
+#: An event whose id a record dated after the parameter also carries (an id goes with all its records).
+_ON_A_NEWER = "e.id IN (SELECT id FROM events WHERE ts_us > ?)"
+
 
 class Feed(Queries):
     """Reads by rowid and by the change feed (see the module)."""
@@ -138,9 +141,8 @@ class Feed(Queries):
         if newer_than is None:
             return self._select_rows("e.line = 0 AND e.rowid <= ?", [upto])
         cut = to_us(newer_than)
-        newer = "e.id IN (SELECT id FROM events WHERE ts_us > ?)"
-        return self._select_rows(f"e.rowid <= ? AND ((e.line = 0 AND (e.ts_us > ? OR {newer}))"
-                                 f" OR (e.line > 0 AND e.ts_us <= ? AND {newer}))", [upto, cut, cut, cut, cut])
+        return self._select_rows(f"e.rowid <= ? AND ((e.line = 0 AND (e.ts_us > ? OR {_ON_A_NEWER}))"
+                                 f" OR (e.line > 0 AND e.ts_us <= ? AND {_ON_A_NEWER}))", [upto, cut, cut, cut, cut])
 
     @staticmethod
     def _up_to(upto: int, newer_than: datetime | None) -> tuple[str, list[int]]:
@@ -148,7 +150,7 @@ class Feed(Queries):
         if newer_than is None:
             return "e.rowid <= ?", [upto]
         cut = to_us(newer_than)
-        return "e.rowid <= ? AND (e.ts_us > ? OR e.id IN (SELECT id FROM events WHERE ts_us > ?))", [upto, cut, cut]
+        return f"e.rowid <= ? AND (e.ts_us > ? OR {_ON_A_NEWER})", [upto, cut, cut]
 
     def events_between(self, after: int, upto: int) -> Iterator[tuple[int, Event]]:
         """(rowid, event) of the events with ``after`` < rowid ≤ ``upto``, in rowid order (a model's sync)."""
