@@ -126,23 +126,9 @@ class Summing(Indexing):
                 if outcomes is None or len(outcomes) != len(a.events):
                     self._rerun(a)
                     continue
-                self._apply_each(a, outcomes)
+                for k, (d, o) in enumerate(zip(a.events, outcomes, strict=True)):
+                    self._apply(d, a, k, o)
                 self.evaluated += len(a.events)
-
-    def _apply_each(self, a: Agent, outcomes: Sequence[Outcomes]) -> None:
-        """:meth:`_apply` of the outcomes of every decision of ``a``, in order: the agent changes once, not once a
-        decision (the rebuild's keeping of the outcomes worked out elsewhere)."""
-        share, expiry, seq, events, anchored, merged = (self._shared.setdefault, self._expiry, self._seq, a.events,
-                                                        a.anchored, a.merged)
-        counts = a.counts
-        for k, (c, until, anchors) in enumerate(outcomes):
-            for anchor, an in zip(anchors, anchored, strict=True):
-                if anchor is not None:
-                    an.set(events[k], k, anchor[0], anchor[1], merged)
-            counts[k] = share(("counts", c), c)
-            if until < NEVER:
-                heapq.heappush(expiry, (until, next(seq), events[k]))
-        self._changed(a, 0)
 
     def _rerun(self, a: Agent) -> None:
         for k, d in enumerate(a.events):
