@@ -1,12 +1,16 @@
-"""A rebuild's rules on two cores: a forked copy of the process works out the outcomes of half the decisions.
+"""A rebuild's rules on two cores: a forked copy of the process works out agents' outcomes from the first agent on,
+while the model works from the last one back, until the two meet.
 
 A model's first evaluation runs every rule for every decision (scorers/live/sums.py ``rerun_all``): a cold start's
 largest single part. The rules read the model and change nothing of it, and one agent's outcomes never depend on
 another's being kept, so the work splits by agent. :func:`forked` forks the model's thread: the child has the model
-as it was at the fork, copy-on-write, works out the outcomes of the first agents (about half the decisions) and
-writes them to a pipe in a compact form (counts as indexes into a table of distinct counts, times as microseconds);
-meanwhile the parent works out and keeps the rest, then reads the child's and keeps them. If the child fails in any
-way, the parent works out those agents itself: the result is the same either way, only slower.
+as it was at the fork, copy-on-write, and works out the agents' outcomes in order, writing each agent's to a pipe as
+soon as it has them, in a compact form (counts as indexes into a table of distinct counts, times as microseconds).
+Meanwhile the model works out and keeps agents from the end, and between two of its own keeps what the child sent.
+Where they meet depends on how fast each side goes (the model also files every decision by path and keeps the
+child's outcomes; a host busy elsewhere may slow either): no share is fixed in advance. Once every agent is kept,
+the child is killed. If the child fails in any way, the model works out the agents it did not send itself: the
+result is the same either way, only slower.
 
 The child, like the model cache's writer (daemon/cachewriter.py), runs no other thread's code, logs nothing, touches no
 store, closes every descriptor it inherited but its pipe, dies with the thread that forked it and ends with
@@ -17,12 +21,16 @@ counts, so the host needs up to the model's size again in free memory for the se
 from __future__ import annotations
 
 import bisect
+import contextlib
+import fcntl
 import gc
 import logging
 import os
 import pickle
+import select
+import signal
 from array import array
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,15 +43,15 @@ log = logging.getLogger("honestyd")
 
 #: A rebuild of fewer decisions than this runs on one core: the fork and the copy would cost more than they save.
 SPLIT_FROM = 50_000
-#: The child's share of the decisions (the parent keeps the child's outcomes after its own, but the child pays for
-#: the pages it copies and for writing them).
-CHILD_SHARE = 0.5
+#: The pipe's buffer asked for (F_SETPIPE_SZ; Linux's default unprivileged ceiling): the child writes an agent's
+#: outcomes without waiting for the model, which reads them only between two agents of its own.
+PIPE_BYTES = 1 << 20
 #: In the anchors' time column: set with no time.
 _NO_TIME = -(2**63)
+#: Each agent's outcomes on the pipe: their length as 8 bytes, then their pickle.
+_LENGTH = 8
 
 Work = Callable[[Sequence[str]], list[list[Outcomes]]]
-#: What gives the child's outcomes by agent, once it is done.
-Collected = Callable[[], Mapping[str, Sequence[Outcomes]]]
 
 
 def cores() -> int:
@@ -54,48 +62,91 @@ def cores() -> int:
         return 1
 
 
+class Child:
+    """The forked child working out agents' outcomes in order (see :func:`forked`): what it has sent so far, read
+    without waiting, and its end."""
+
+    def __init__(self, pid: int, pipe: int) -> None:
+        self.pid, self.pipe = pid, pipe
+        self._buffer = bytearray()
+        self._reaped = False
+
+    def poll(self, timeout: float = 0.0) -> list[Sequence[Outcomes]]:
+        """The outcomes of the next agents in order (one list per agent) that the child sent since the last call,
+        waiting at most ``timeout`` seconds for the first; none once it ended (done, failed or closed)."""
+        if self._reaped:
+            return []
+        ready, _, _ = select.select([self.pipe], [], [], timeout)
+        while ready:
+            try:
+                chunk = os.read(self.pipe, PIPE_BYTES)
+            except BlockingIOError:
+                break
+            if not chunk:  # the child's end: done with every agent, or failed
+                out = self._frames()
+                self._reap(killed=False)
+                return out
+            self._buffer += chunk
+        return self._frames()
+
+    def _frames(self) -> list[Sequence[Outcomes]]:
+        out: list[Sequence[Outcomes]] = []
+        buffer = self._buffer
+        while len(buffer) >= _LENGTH:
+            n = int.from_bytes(buffer[:_LENGTH], "little")
+            if len(buffer) < _LENGTH + n:
+                break
+            (outcomes,) = decode(pickle.loads(buffer[_LENGTH:_LENGTH + n])).values()
+            out.append(outcomes)
+            del buffer[:_LENGTH + n]
+        return out
+
+    @property
+    def ended(self) -> bool:
+        """True once the child is reaped (it ended, or :meth:`close` stopped it)."""
+        return self._reaped
+
+    def close(self) -> None:
+        """Stop the child (every agent is kept, or the model failed) and reap it."""
+        if not self._reaped:
+            self._reap(killed=True)
+
+    def _reap(self, *, killed: bool) -> None:
+        self._reaped = True
+        os.close(self.pipe)
+        if killed:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+        _, status = os.waitpid(self.pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if not killed and code != 0:
+            log.warning("a rebuild's second core failed (exit status %d): the agents it did not send were worked out "
+                        "here", code)
+
+
 def forked(names: list[str], sizes: list[int], work: Work, *, split_from: int = SPLIT_FROM,
-           share: float = CHILD_SHARE, cores: Callable[[], int] = cores) -> tuple[frozenset[str], Collected]:
-    """A ``split`` for :meth:`scorers.live.LiveModel.evaluate`: the first of ``names`` (the agents, each with ``sizes``
-    decisions) up to a ``share`` of the decisions go to a forked child working them out with ``work``; returns them and
-    the call that waits for the child and gives its outcomes by agent (an empty map when it failed: the model then
-    works them out itself). Nothing is forked for fewer than ``split_from`` decisions or on one core."""
-    total = sum(sizes)
-    if total < split_from or cores() < 2:
-        return frozenset(), dict
-    taken, count = [], 0
-    for name, size in zip(names, sizes, strict=True):
-        if count >= total * share:
-            break
-        taken.append(name)
-        count += size
+           cores: Callable[[], int] = cores) -> Child | None:
+    """A ``split`` for :meth:`scorers.live.LiveModel.evaluate`: a forked child working out the outcomes of ``names``
+    (the agents, each with ``sizes`` decisions) with ``work``, one agent at a time from the first, sending each as it
+    goes (:meth:`Child.poll`) until it is stopped (:meth:`Child.close`). None, and nothing forked, for fewer than
+    ``split_from`` decisions, on one core, or when no process can be forked."""
+    if sum(sizes) < split_from or cores() < 2:
+        return None
     read_end, write_end = os.pipe()
+    with contextlib.suppress(OSError):  # a smaller buffer only makes the child wait for the model more often
+        fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
     try:
         pid = os.fork()
     except OSError as exc:  # no memory or no process left to fork
         os.close(read_end)
         os.close(write_end)
         log.warning("a rebuild's rules on one core: %s", exc)
-        return frozenset(), dict
+        return None
     if pid == 0:
-        _child(taken, work, write_end, os.getppid())
+        _child(names, work, write_end, os.getppid())
     os.close(write_end)
-
-    def collect() -> Mapping[str, Sequence[Outcomes]]:
-        data: tuple[Any, ...] | None = None
-        try:
-            with os.fdopen(read_end, "rb") as pipe:  # unpickled as it arrives: never the whole of it as bytes too
-                data = pickle.load(pipe)
-        except (OSError, EOFError, pickle.UnpicklingError):
-            pass  # the child's status says why
-        _, status = os.waitpid(pid, 0)
-        code = os.waitstatus_to_exitcode(status)
-        if code != 0 or data is None:
-            log.warning("a rebuild's second core failed (exit status %d): its agents were worked out here", code)
-            return {}
-        return decode(data)
-
-    return frozenset(taken), collect
+    os.set_blocking(read_end, False)
+    return Child(pid, read_end)
 
 
 def _child(names: list[str], work: Work, out: int, parent: int) -> None:
@@ -104,7 +155,9 @@ def _child(names: list[str], work: Work, out: int, parent: int) -> None:
     try:
         gc.disable()  # a collection would touch (so copy) every page of the model; the child ends soon anyway
         forking.become_child(parent, keep={0, 1, 2, out})
-        forking.write_all(out, pickle.dumps(encode(names, work(names)), protocol=pickle.HIGHEST_PROTOCOL))
+        for name in names:
+            data = pickle.dumps(encode([name], work([name])), protocol=pickle.HIGHEST_PROTOCOL)
+            forking.write_all(out, len(data).to_bytes(_LENGTH, "little") + data)
         status = 0
     finally:
         os._exit(status)

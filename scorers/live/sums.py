@@ -12,8 +12,9 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from collectors.records import Event
 from scorers.live.base import NEVER, NO_WIDTH
@@ -27,9 +28,22 @@ from scorers.score import AgentResult, ComponentResult, WindowResult, summarise
 #: rule reaching back, the (time the window must hold, what it then adds) to keep, or None to leave as it is.
 Anchor = tuple[datetime | None, tuple[int, int, int, int]]
 Outcomes = tuple[tuple[int, ...], datetime, tuple[Anchor | None, ...]]
-#: Works out part of a rebuild's outcomes elsewhere (see Summing.rerun_all).
-Split = Callable[[list[str], list[int], Callable[[Sequence[str]], list[list[Outcomes]]]],
-                 tuple[Collection[str], Callable[[], Mapping[str, Sequence[Outcomes]]]]]
+
+
+class Helper(Protocol):
+    """Works out a rebuild's outcomes elsewhere (see :meth:`Summing.rerun_all`), agent by agent from the first."""
+
+    def poll(self, timeout: float = 0.0) -> list[Sequence[Outcomes]]:
+        """The outcomes of the next agents in order, one list per agent, sent since the last call (none once it
+        ended), waiting at most ``timeout`` seconds for the first."""
+
+    def close(self) -> None:
+        """Stop working: every agent is kept (or the rebuild failed)."""
+
+
+#: Starts a :class:`Helper` for the agents' names in order, their numbers of decisions and a function working out the
+#: outcomes of some of them; None when it will not help.
+Split = Callable[[list[str], list[int], Callable[[Sequence[str]], list[list[Outcomes]]]], Helper | None]
 
 #: Decisions per block of the cached prefix sums (see range_sums): a window's sum adds at most 2 × (BLOCK − 1)
 #: decisions' counts to one difference of prefixes.
@@ -100,35 +114,39 @@ class Summing(Indexing):
             heapq.heappush(self._expiry, (until, next(self._seq), e))
 
     def rerun_all(self, split: Split | None = None) -> None:
-        """Run the rules for every decision (a rebuild). ``split`` may work out part of them elsewhere (another
-        process, with a copy of this model): given the agents' names in order, their numbers of decisions and a
-        function working out the outcomes of some of them, it returns the names it took and a call that gives their
-        outcomes by agent once done. This model works out and keeps the others meanwhile, then keeps those (any
-        agent the call does not give, it works out itself). The decisions are filed by path and signal here too (see
+        """Run the rules for every decision (a rebuild). ``split`` may start a :class:`Helper` working out the agents'
+        outcomes elsewhere (another process, with a copy of this model) from the first agent on: this model works out
+        and keeps agents from the last one back, keeping between two of its own what the helper sent, until the two
+        meet; then the helper is stopped. An agent whose outcomes the helper got wrong in number is worked out here.
+        The decisions are filed by path and signal here too (see
         :meth:`~scorers.live.indexes.Indexing._index_every_path`)."""
         names = list(self._agents)
-        taken: Collection[str] = ()
-        collect: Callable[[], Mapping[str, Sequence[Outcomes]]] = dict
-        if split is not None:
-            taken, collect = split(names, [len(self._agents[n].events) for n in names], self._outcomes_of)
+        helper = None if split is None else split(names, [len(self._agents[n].events) for n in names],
+                                                  self._outcomes_of)
         self.evaluated = 0
+        sent, last = 0, len(names)  # names[:sent] kept from the helper, names[last:] worked out here
         try:
-            self._index_every_path()  # while the rules run elsewhere: none of them reads these maps
-            for name in names:
-                if name not in taken:
-                    self._rerun(self._agents[name])
-        finally:  # waited for even when a rule raised here: nothing is left running elsewhere
-            done = collect() if taken else {}
-        for name in names:
-            if name in taken:
-                a = self._agents[name]
-                outcomes = done.get(name)
-                if outcomes is None or len(outcomes) != len(a.events):
-                    self._rerun(a)
-                    continue
-                for k, (d, o) in enumerate(zip(a.events, outcomes, strict=True)):
-                    self._apply(d, a, k, o)
-                self.evaluated += len(a.events)
+            self._index_every_path()  # while the helper starts: no rule reads these maps
+            while sent < last:
+                for outcomes in () if helper is None else helper.poll():
+                    if sent < last:  # else worked out here as well, the two sides having met meanwhile
+                        self._keep(self._agents[names[sent]], outcomes)
+                    sent += 1
+                if sent < last:
+                    last -= 1
+                    self._rerun(self._agents[names[last]])
+        finally:  # stopped even when a rule raised here: nothing is left running elsewhere
+            if helper is not None:
+                helper.close()
+
+    def _keep(self, a: Agent, outcomes: Sequence[Outcomes]) -> None:
+        """Keep the outcomes a helper worked out for ``a``'s decisions (or work them out, if not one per decision)."""
+        if len(outcomes) != len(a.events):
+            self._rerun(a)
+            return
+        for k, (d, o) in enumerate(zip(a.events, outcomes, strict=True)):
+            self._apply(d, a, k, o)
+        self.evaluated += len(a.events)
 
     def _rerun(self, a: Agent) -> None:
         for k, d in enumerate(a.events):

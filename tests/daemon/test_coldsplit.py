@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -84,18 +85,84 @@ def test_a_forked_child_works_out_half_the_outcomes_and_the_model_keeps_what_one
     assert any(an.decisions for a in one_pass._agents.values() for an in a.anchored)
 
 
-def test_the_child_is_another_process_given_about_half_the_decisions() -> None:
+def _all_sent(child: coldsplit.Child | None) -> list[Any]:
+    """Everything the child sends, up to its end (it is not stopped)."""
+    assert child is not None
+    got: list[Any] = []
+    deadline = time.monotonic() + 60
+    while not child.ended:
+        assert time.monotonic() < deadline, "the child did not end"
+        got += child.poll(timeout=1.0)
+    return got
+
+
+def test_the_child_is_another_process_sending_every_agent_in_order_until_stopped() -> None:
+    """Agents larger than the pipe's buffer come through whole (read in parts), in the order given."""
     parent = os.getpid()
 
     def work(names: Any) -> list[list[Outcomes]]:
-        return [[((os.getpid(),), NEVER, ())] * 2 for _ in names]
+        (name,) = names
+        return [[((os.getpid(), k), NEVER, ()) for k in range(300_000 if name == "b" else 3)]]
 
-    taken, collect = coldsplit.forked(["a", "b", "c", "d"], [10, 10, 10, 10], work, split_from=0, cores=lambda: 2)
-    assert taken == {"a", "b"}
-    done = collect()
-    assert set(done) == {"a", "b"}
-    (pid,), _, _ = done["a"][0]
-    assert pid != parent
+    child = coldsplit.forked(["a", "b", "c"], [3, 300_000, 3], work, split_from=0, cores=lambda: 2)
+    got = _all_sent(child)
+    assert [len(o) for o in got] == [3, 300_000, 3]
+    assert {c[0] for outcomes in got for c, _, _ in outcomes} - {parent} == {c[0] for c, _, _ in got[0]}
+    assert [c[1] for c, _, _ in got[1]] == list(range(300_000))
+    assert child is not None and child.poll() == []
+
+
+def test_a_child_stopped_half_way_is_reaped_without_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    def work(names: Any) -> list[list[Outcomes]]:
+        if names == ["b"]:
+            time.sleep(60)  # the child's own work, stopped by close()
+        return [[((1,), NEVER, ())]]
+
+    child = coldsplit.forked(["a", "b"], [1, 1], work, split_from=0, cores=lambda: 2)
+    assert child is not None
+    with caplog.at_level(logging.WARNING, logger="honestyd"):
+        while not (first := child.poll(timeout=1.0)):
+            pass
+        child.close()
+    assert [list(o) for o in first] == [[((1,), NEVER, ())]] and child.ended and child.poll() == []
+    assert "second core" not in caplog.text
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child.pid, os.WNOHANG)
+
+
+class _Patient:
+    """A child the model must wait for, ``ahead`` agents at a time: its outcomes are kept for certain."""
+
+    def __init__(self, child: coldsplit.Child | None, ahead: int) -> None:
+        assert child is not None
+        self.child, self.ahead, self.given = child, ahead, 0
+
+    def poll(self, timeout: float = 0.0) -> list[Any]:
+        got: list[Any] = []
+        while len(got) < self.ahead and not self.child.ended:
+            got += self.child.poll(timeout=1.0)
+        self.given += len(got)
+        return got
+
+    def close(self) -> None:
+        self.child.close()
+
+
+@pytest.mark.parametrize("ahead", [1, 2, 5])
+def test_the_model_keeps_the_child_s_agents_until_the_two_meet(ahead: int) -> None:
+    """The child's first agents and the model's last ones, each kept once, whichever side reaches the middle."""
+    one_pass = _model()
+    expected = {n: to_json(w) for n, w in one_pass.evaluate(T0).items()}
+    patient: list[_Patient] = []
+
+    def split(names: list[str], sizes: list[int], work: Any) -> _Patient:
+        patient.append(_Patient(coldsplit.forked(names, sizes, work, split_from=0, cores=lambda: 2), ahead))
+        return patient[0]
+
+    apart = _model()
+    assert {n: to_json(w) for n, w in apart.evaluate(T0, split=split).items()} == expected
+    assert _state(apart) == _state(one_pass)
+    assert patient[0].given >= 1 and patient[0].child.ended
 
 
 def test_a_child_that_fails_leaves_its_agents_to_the_model(caplog: pytest.LogCaptureFixture) -> None:
@@ -106,13 +173,12 @@ def test_a_child_that_fails_leaves_its_agents_to_the_model(caplog: pytest.LogCap
     expected = {n: to_json(w) for n, w in one_pass.evaluate(T0).items()}
     apart = _model()
     with caplog.at_level(logging.WARNING, logger="honestyd"):
-        taken, collect = coldsplit.forked(["ada", "bo", "cy"], [41, 41, 41], work, split_from=0, cores=lambda: 2)
-        assert taken and collect() == {}
+        assert _all_sent(coldsplit.forked(["ada", "bo", "cy"], [41, 41, 41], work, split_from=0,
+                                          cores=lambda: 2)) == []
     assert "second core failed (exit status 1)" in caplog.text
-    failing = functools.partial(coldsplit.forked, split_from=0, cores=lambda: 2)
 
     def broken(names: list[str], sizes: list[int], _: Any) -> Any:
-        return failing(names, sizes, work)
+        return _Patient(coldsplit.forked(names, sizes, work, split_from=0, cores=lambda: 2), 1)
 
     assert {n: to_json(w) for n, w in apart.evaluate(T0, split=broken).items()} == expected
     assert _state(apart) == _state(one_pass)
@@ -122,8 +188,8 @@ def test_nothing_is_forked_on_one_core_or_for_a_small_rebuild() -> None:
     def work(names: Any) -> list[list[Outcomes]]:
         raise AssertionError("not to be called")
 
-    assert coldsplit.forked(["a", "b"], [10, 10], work, split_from=0, cores=lambda: 1) == (frozenset(), dict)
-    assert coldsplit.forked(["a", "b"], [10, 10], work, split_from=21, cores=lambda: 2) == (frozenset(), dict)
+    assert coldsplit.forked(["a", "b"], [10, 10], work, split_from=0, cores=lambda: 1) is None
+    assert coldsplit.forked(["a", "b"], [10, 10], work, split_from=21, cores=lambda: 2) is None
 
 
 def test_the_feed_s_first_evaluation_splits_its_rules() -> None:
@@ -138,21 +204,17 @@ def test_the_feed_s_first_evaluation_splits_its_rules() -> None:
     assert _state(forking.model) == _state(plain.model)
 
 
-def test_a_rule_failing_in_the_parent_still_waits_for_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The error is raised, and the child is reaped first (no process left writing into a pipe no one reads)."""
+def test_a_rule_failing_in_the_parent_stops_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The error is raised, and the child is stopped and reaped first (no process left writing into a pipe no one
+    reads)."""
     model = _model()
-    reaped: list[bool] = []
-    split = functools.partial(coldsplit.forked, split_from=0, cores=lambda: 2)
+    children: list[coldsplit.Child] = []
 
     def watched(names: list[str], sizes: list[int], work: Any) -> Any:
-        taken, collect = split(names, sizes, work)
-
-        def collected() -> Any:
-            done = collect()
-            reaped.append(bool(done))
-            return done
-
-        return taken, collected
+        child = coldsplit.forked(names, sizes, work, split_from=0, cores=lambda: 2)
+        assert child is not None
+        children.append(child)
+        return child
 
     calls = 0
     outcomes = model._outcomes
@@ -160,14 +222,16 @@ def test_a_rule_failing_in_the_parent_still_waits_for_the_child(monkeypatch: pyt
     def failing(e: Any, a: Any, i: int) -> Any:
         nonlocal calls
         calls += 1
-        if calls > 5:  # the child's copy fails too (it exits 1): what matters is that the parent waits for it
+        if calls > 5:  # the child's copy may fail too (it exits 1): what matters is that the parent reaps it
             raise RuntimeError("a rule failed")
         return outcomes(e, a, i)
 
     monkeypatch.setattr(model, "_outcomes", failing)
     with pytest.raises(RuntimeError, match="a rule failed"):
         model.evaluate(T0, split=watched)
-    assert len(reaped) == 1
+    assert len(children) == 1 and children[0].ended
+    with pytest.raises(ChildProcessError):
+        os.waitpid(children[0].pid, os.WNOHANG)
 
 
 def test_a_process_that_cannot_ask_its_cores_runs_on_one(monkeypatch: pytest.MonkeyPatch) -> None:

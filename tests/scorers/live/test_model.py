@@ -584,32 +584,47 @@ def _expiry(model: LiveModel) -> list[tuple[Any, ...]]:
     return sorted((until, e.order) for until, _, e in model._expiry)
 
 
+class _Sends:
+    """A rebuild's helper as daemon/coldsplit.py's child is one: the agents' outcomes worked out at the start (from the
+    model as it was before any was kept), handed over in order ``batches[k]`` agents at the k-th poll (then none);
+    ``wrong``: the agent at that position comes with one outcome too few."""
+
+    def __init__(self, outcomes: list[Any], batches: list[int], wrong: int | None) -> None:
+        self.outcomes, self.batches, self.wrong, self.sent, self.closed = outcomes, batches, wrong, 0, 0
+
+    def poll(self, timeout: float = 0.0) -> list[Any]:
+        n = self.batches.pop(0) if self.batches else 0
+        out = self.outcomes[self.sent:self.sent + n]
+        if self.wrong is not None and self.sent <= self.wrong < self.sent + len(out):
+            out[self.wrong - self.sent] = out[self.wrong - self.sent][1:]
+        self.sent += len(out)
+        return out
+
+    def close(self) -> None:
+        self.closed += 1
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_a_rebuild_whose_outcomes_are_worked_out_elsewhere_keeps_what_one_pass_keeps(data: st.DataObject) -> None:
-    """A rebuild's ``split`` (daemon/coldsplit.py forks for it) works out some agents' outcomes apart, from the model
-    as it was before any was kept; the model keeps them after its own. Counts, anchors, expiries and windows are what
-    one pass gives, and an agent the split leaves out (its child failed) is worked out here."""
+    """A rebuild's ``split`` (daemon/coldsplit.py forks for it) works out agents' outcomes apart from the first agent
+    on, from the model as it was before any was kept; the model works from the last one back and keeps what was sent
+    until the two meet. Counts, anchors, expiries and windows are what one pass gives, however many the helper sends
+    at a time, when it stops sending (its child failed) or sends an agent's outcomes wrong in number."""
     lines = _Lines()
     events = data.draw(st.lists(heartbeat(lines), max_size=40))
     for path in data.draw(st.lists(st.sampled_from(["briefs/b1.md", "findings/f1.md"]), unique=True)):
         events += data.draw(document(path))
     at = _at(data.draw(st.sampled_from(ANCHORS)))
-    lose = data.draw(st.booleans())
-    asked: list[list[str]] = []
+    batches = data.draw(st.lists(st.integers(0, 3), max_size=8))
+    wrong = data.draw(st.none() | st.integers(0, 4))
+    helpers: list[_Sends] = []
 
-    def split(names: list[str], sizes: list[int], work: Callable[..., Any]) -> tuple[Collection[str], Any]:
-        taken = names[::2]
+    def split(names: list[str], sizes: list[int], work: Callable[..., Any]) -> _Sends:
+        assert names == list(one_pass._agents)
         assert sizes == [len(one_pass._agents[n].events) for n in names]
-        asked.append(taken)
-
-        def collect() -> dict[str, Any]:
-            done = dict(zip(taken, work(taken), strict=True))
-            if lose and taken:
-                del done[taken[0]]
-            return done
-
-        return taken, collect
+        helpers.append(_Sends(work(names), list(batches), wrong))
+        return helpers[-1]
 
     one_pass = LiveModel(CFG)
     one_pass.add_events(events)
@@ -617,7 +632,7 @@ def test_a_rebuild_whose_outcomes_are_worked_out_elsewhere_keeps_what_one_pass_k
     apart = LiveModel(CFG)
     apart.add_events(events)
     assert {n: to_json(w) for n, w in apart.evaluate(at, split=split).items()} == expected
-    assert asked == [list(one_pass._agents)[::2]]
+    assert [h.closed for h in helpers] == [1]
     assert _indexes(apart) == _indexes(one_pass)
     assert _expiry(apart) == _expiry(one_pass)
     assert apart.evaluated == one_pass.evaluated
