@@ -98,7 +98,7 @@ class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicl
             self._release()
             return False
         if removed is not None:
-            log.info("removed %s, left by a stop that did not finish", removed)
+            log.info("removed %s, left by a model cache write that did not finish", removed)
         return True
 
     async def _start_then_loop(self, loop: asyncio.AbstractEventLoop) -> None:
