@@ -172,9 +172,10 @@ def holding_store(db: Path) -> Iterator[StoreLock]:
 
 
 def remove_stale_temp(db: Path) -> Path | None:
-    """Remove the model cache's temporary file a kill left beside the database (``<db>.model.tmp``: only that name,
-    and only a regular file); returns its path if one was removed. Call holding the store's lock, since a running
-    daemon's stop writes that very file.
+    """Remove the model cache's temporary file a write that did not finish left beside the database (``<db>.model.tmp``:
+    only that name, and only a regular file); returns its path if one was removed. A stop's write cut short and a
+    periodic writer killed (with the daemon: SIGKILL, OOM; or ended by a stop that waited for it) both leave it. Call
+    holding the store's lock, since a running daemon's writes use that very file.
     """
     from daemon import modelcache  # the model's modules load only when a start needs them
 

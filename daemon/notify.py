@@ -14,12 +14,13 @@ Two rules shape this module:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 
 log = logging.getLogger("honestyd.notify")
@@ -27,6 +28,14 @@ log = logging.getLogger("honestyd.notify")
 # STATUS= is one line of the datagram, so a newline would end it early and turn the rest of the text
 # into a bogus KEY=VALUE line; systemd also drops a datagram with an embedded NUL byte entirely.
 _LINE_BREAKS = re.compile(r"\r\n|[\r\n\0]")
+
+
+#: Seconds between two ``EXTEND_TIMEOUT_USEC`` messages of a long start or stop: three to an extension, so one ping
+#: late behind a busy loop (or one datagram lost) does not let the timeout lapse.
+EXTEND_EVERY = 20.0
+#: Seconds each of them extends systemd's start or stop timeout by, from its arrival: a start or stop whose event loop
+#: stops pinging is killed this long after its last ping (or at the unit's own timeout, if that comes later).
+EXTEND_BY = 60.0
 
 
 def _one_line(text: str) -> str:
@@ -48,11 +57,15 @@ def _parse_address(value: str) -> str | None:
 class Notifier:
     """Sends service state to systemd; every method is a no-op when ``NOTIFY_SOCKET`` is unset.
 
-    ``environ`` is the process environment in production (the default) and a plain dict in tests.
+    ``environ`` is the process environment in production (the default) and a plain dict in tests; ``extend_every``
+    and ``extend_by`` pace :meth:`keep_extending` (EXTEND_EVERY and EXTEND_BY in production).
     """
 
-    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(self, environ: Mapping[str, str] | None = None, *, extend_every: float = EXTEND_EVERY,
+                 extend_by: float = EXTEND_BY) -> None:
         self._environ: Mapping[str, str] = os.environ if environ is None else environ
+        self.extend_every = extend_every
+        self.extend_by = extend_by
         raw = self._environ.get("NOTIFY_SOCKET", "")
         self._address = _parse_address(raw) if raw else None
         self._sock: socket.socket | None = None
@@ -94,6 +107,35 @@ class Notifier:
     def watchdog(self) -> None:
         """Keep-alive ping: ``WATCHDOG=1``; without one per ``WatchdogSec``, systemd kills and restarts us."""
         self._send("WATCHDOG=1", None)
+
+    def extend_timeout(self, seconds: float) -> None:
+        """The start (or stop) under way needs more time: ``EXTEND_TIMEOUT_USEC`` of ``seconds`` from now.
+
+        systemd then waits for another message within that time, but never ends the start or stop before the unit's
+        own ``TimeoutStartSec=``/``TimeoutStopSec=`` (sd_notify(3); systemd ≥ 236, older ones ignore the key).
+        """
+        self._send(f"EXTEND_TIMEOUT_USEC={max(1, round(seconds * 1_000_000))}", None)
+
+    async def keep_extending(self, what: str, at_most: float, clock: Callable[[], float] = time.monotonic) -> None:
+        """Extend the timeout by :attr:`extend_by` now and every :attr:`extend_every` seconds, until cancelled.
+
+        Run it as a task of the event loop that awaits the start's (or the stop's) phases: only a loop that is free
+        pings, so a wedged loop is still killed. Past ``at_most`` seconds (``clock``: monotonic seconds) it stops, with
+        one WARNING naming ``what`` (the start, the stop), so that a phase which hangs in a thread while the loop waits
+        for it is killed too, if later. Returns at once when there is no notify socket.
+        """
+        if self._address is None:
+            return
+        began = clock()
+        while True:
+            self.extend_timeout(self.extend_by)
+            elapsed = clock() - began
+            if elapsed >= at_most:
+                log.warning("the %s has run for %.0f s: no longer extending systemd's timeout for it (systemd ends"
+                            " it %.0f s from now unless it is done, or at the unit's own timeout if that is later)",
+                            what, elapsed, self.extend_by)
+                return
+            await asyncio.sleep(self.extend_every)
 
     def watchdog_interval(self) -> float | None:
         """Seconds between watchdog pings (half of ``WATCHDOG_USEC``, as sd_watchdog_enabled(3) advises).

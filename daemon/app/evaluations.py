@@ -24,7 +24,8 @@ log = logging.getLogger("honestyd")
 STOP_CATCH_UP = 10_000
 #: Seconds a clean stop waits for a cache write under way (it then keeps that cache if it is at most STOP_CATCH_UP rows
 #: behind) before ending it and writing the cache itself: with two drain_timeouts (10 s each by default) and a stop's
-#: own write it must fit in systemd/honestyd.service's TimeoutStopSec (3 min); see docs/reliability.md.
+#: own write it must fit in STOP_EXTENDS_AT_MOST (daemon/app/service.py: how long a stop extends systemd's
+#: TimeoutStopSec); see docs/reliability.md.
 STOP_WAITS_FOR_WRITER = 60.0
 
 

@@ -34,6 +34,12 @@ log = logging.getLogger("honestyd")
 #: after every system call, a few per request: at the default, a burst of requests during an audit queued behind
 #: those waits. Threads that do not wait for each other are not switched any more often.
 SWITCH_INTERVAL = 0.0002
+#: How long a start extends systemd's start timeout (Notifier.keep_extending): the loop's pings cannot tell a phase
+#: that hangs in a thread from one that works, so past this such a start is killed; well past the largest start that
+#: docs/deploy.md sizes.
+START_EXTENDS_AT_MOST = 3600.0
+#: The same for a stop: its drain and its waits are bounded, its cache write is not.
+STOP_EXTENDS_AT_MOST = 1800.0
 
 
 class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicle, StoreKeeping):
@@ -43,6 +49,9 @@ class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicl
     HTTP backend, the scheduled jobs, the review queue, watching and ingest passes, evaluations, the history and
     changelog, the store; the state they share is :class:`daemon.app.state.DaemonState` (its constructor is this one's).
     """
+
+    #: The task extending systemd's start or stop timeout while one is under way (see _extend).
+    _extension: asyncio.Task[None] | None = None
 
     def handle_exit(self, sig: int | None = None) -> None:
         """SIGTERM/SIGINT: ask the main loop to stop; a second signal forces it."""
@@ -70,6 +79,7 @@ class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicl
         loop = asyncio.get_running_loop()
         self.lock = asyncio.Lock()
         self._install_signals(loop)
+        self._extend("start", START_EXTENDS_AT_MOST)  # until READY=1 (see _start)
         try:
             if not await self._claim():
                 return
@@ -78,7 +88,17 @@ class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicl
             finally:
                 await self._shutdown()
         finally:
+            self._extend(None)
             self._uninstall_signals(loop)
+
+    def _extend(self, what: str | None, at_most: float = 0.0) -> None:
+        """Extend systemd's timeout for ``what`` (the start, the stop) from the event loop until the next call, for at
+        most ``at_most`` seconds (Notifier.keep_extending); None: no longer."""
+        if self._extension is not None:
+            self._extension.cancel()
+            self._extension = None
+        if what is not None and self.notifier.enabled:
+            self._extension = asyncio.get_running_loop().create_task(self.notifier.keep_extending(what, at_most))
 
     async def _claim(self) -> bool:
         """Bind the port, lock the store, remove a stale model temp file, open the store (checked); False (logged,
@@ -98,7 +118,7 @@ class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicl
             self._release()
             return False
         if removed is not None:
-            log.info("removed %s, left by a stop that did not finish", removed)
+            log.info("removed %s, left by a model cache write that did not finish", removed)
         return True
 
     async def _start_then_loop(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -131,6 +151,7 @@ class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicl
         # The cache the start read was deleted as it was read: a crash from here on starts from this one.
         self._job_tasks.add(asyncio.ensure_future(self._tracked(self._write_cache)()))  # a stop waits for it
         self.started.set()
+        self._extend(None)  # READY=1 ends the start's timeout; the watchdog takes over (_main_loop)
         self.notifier.ready(status=self._status())
         log.info("honestyd serving on http://%s:%s/ (state %s)", self._host(), self.port, cfg.state_root)
 
@@ -176,6 +197,7 @@ class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicl
 
     async def _shutdown(self) -> None:
         self.notifier.stopping()
+        self._extend("stop", STOP_EXTENDS_AT_MOST)  # a drain, a writer waited for and a cache write can outlast it
         log.info("shutting down")
         if self.observer is not None:
             self.observer.stop()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import itertools
 import logging
 import os
 import re
@@ -14,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.notify import Notifier
+from daemon.notify import EXTEND_BY, Notifier
 
 LOGGER = "honestyd.notify"
 
@@ -124,6 +127,7 @@ def test_unset_is_silent_and_opens_no_socket(monkeypatch: pytest.MonkeyPatch, ca
     notifier.ready_after_reload()
     notifier.stopping()
     notifier.watchdog()
+    notifier.extend_timeout(60)
     notifier.close()
     assert opened == []
     assert caplog.records == []
@@ -205,3 +209,66 @@ def test_unusable_address_warns_once(monkeypatch: pytest.MonkeyPatch, caplog: py
     assert opened == []
     assert len(caplog.records) == 1
     assert "vsock:2:1234" in caplog.records[0].getMessage()
+
+
+def test_extend_timeout_is_microseconds(systemd: tuple[str, socket.socket]) -> None:
+    path, sock = systemd
+    with Notifier({"NOTIFY_SOCKET": path}) as notifier:
+        notifier.extend_timeout(EXTEND_BY)
+        assert _recv(sock) == f"EXTEND_TIMEOUT_USEC={int(EXTEND_BY * 1_000_000)}"
+        notifier.extend_timeout(0.25)
+        assert _recv(sock) == "EXTEND_TIMEOUT_USEC=250000"
+    _assert_nothing_pending(sock)
+
+
+def _drain(sock: socket.socket) -> list[str]:
+    sock.settimeout(0)
+    out = []
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            out.append(_recv(sock))
+    sock.settimeout(5)
+    return out
+
+
+def test_keep_extending_without_a_socket_returns_at_once() -> None:
+    asyncio.run(asyncio.wait_for(Notifier({}).keep_extending("start", 3600), 5))  # not 3,600 s of no-op pings
+
+
+def test_keep_extending_pings_every_period_until_cancelled(systemd: tuple[str, socket.socket]) -> None:
+    path, sock = systemd
+
+    async def scenario() -> None:
+        with Notifier({"NOTIFY_SOCKET": path}, extend_every=0.01, extend_by=7) as notifier:
+            task = asyncio.create_task(notifier.keep_extending("start", 3600))
+            # Three pings received (the loop stays free meanwhile: the receiver waits on a thread).
+            for _ in range(3):
+                assert await asyncio.to_thread(_recv, sock) == "EXTEND_TIMEOUT_USEC=7000000"
+            assert not task.done()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        assert set(_drain(sock)) <= {"EXTEND_TIMEOUT_USEC=7000000"}  # sent before the cancel
+        _assert_nothing_pending(sock)  # and none after it (five periods)
+
+    asyncio.run(scenario())
+
+
+def test_keep_extending_gives_up_past_at_most(
+    systemd: tuple[str, socket.socket], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Past ``at_most`` the pings stop on their own, so a start hung in a thread is still ended by systemd."""
+    path, sock = systemd
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    clock = itertools.count(0, 10).__next__  # ten seconds pass between two looks at the clock
+
+    async def scenario() -> None:
+        with Notifier({"NOTIFY_SOCKET": path}, extend_every=0, extend_by=60) as notifier:
+            await asyncio.wait_for(notifier.keep_extending("start", 25, clock=clock), 5)
+
+    asyncio.run(scenario())
+    # At 0, 10 and 20 s: each ping is sent before the clock is looked at; at 30 s none follows.
+    assert [_recv(sock) for _ in range(3)] == ["EXTEND_TIMEOUT_USEC=60000000"] * 3
+    _assert_nothing_pending(sock)
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert warning.startswith("the start has run for 30 s: no longer extending systemd's timeout")

@@ -156,7 +156,9 @@ def test_a_stale_model_temp_file_is_removed_at_start(tmp_path: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
             assert tmp.read_bytes() != stale
         assert all(other.read_bytes() == b"not ours" for other in others)
-        assert f"removed {tmp}" in d.logs()
+        # The file has more than one origin (a stop's write cut short, a periodic writer killed with the daemon or
+        # ended by a stop): the line names what they share.
+        assert f"removed {tmp}, left by a model cache write that did not finish" in d.logs()
         assert stop(d)[0] == 0
 
 
