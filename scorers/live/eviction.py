@@ -163,7 +163,7 @@ class Eviction(ModelState):
                 if a.merged is not None:
                     drop_times(a.merged, times)
                 an.times[:k] = [an.times[i] for i in keep]
-                drop_records(an.decisions, gone, until, an.contributions)
+                drop_records(an.decisions, gone, until, an.needs, an.contributions)
             a.events[:k] = [a.events[i] for i in keep]
             a.counts[:k] = [a.counts[i] for i in keep]
             self._changed(a, first)
@@ -202,12 +202,12 @@ def drop_times(times: list[datetime], drop: list[datetime]) -> None:
     times[:k] = kept
 
 
-def drop_records(records: list[Event], gone: set[int], until: datetime, beside: list[Any] | None = None) -> None:
+def drop_records(records: list[Event], gone: set[int], until: datetime, *beside: list[Any]) -> None:
     """Take the records whose id() is in ``gone``, all dated up to ``until``, out of ``records`` sorted by time (and
-    the entries of ``beside`` aligned with them)."""
+    the entries of each list ``beside`` aligned with them)."""
     k = bisect.bisect_right(records, until, key=ts_of)
     if any(id(r) in gone for r in records[:k]):
         keep = [i for i in range(k) if id(records[i]) not in gone]
-        if beside is not None:
-            beside[:k] = [beside[i] for i in keep]
+        for aligned in beside:
+            aligned[:k] = [aligned[i] for i in keep]
         records[:k] = [records[i] for i in keep]

@@ -34,16 +34,19 @@ class Anchored:
     (:attr:`~scorers.rule.Rule.reaches_back`): a window whose edge passed that record's time takes their counts
     back out when it sums."""
 
-    __slots__ = ("contributions", "decisions", "sorted_times", "times")
+    __slots__ = ("contributions", "decisions", "needs", "sorted_times", "times")
 
     def __init__(self) -> None:
         #: Per decision (aligned with Agent.events): the time the window must hold for its outcome to count, or None.
         self.times: list[datetime | None] = []
         self.sorted_times: list[datetime] = []
-        #: The decisions with a time, in (ts, read order), and beside each (time, passed, counted, pending, false
-        #: gaps): what a window whose edge passed that time takes back out, without finding the decision's position.
+        #: The decisions with a time, in (ts, read order), and beside each its time (``needs``) and (passed, counted,
+        #: pending, false gaps) (``contributions``, tuples shared by the model): what a window whose edge passed that
+        #: time takes back out, without finding the decision's position. Two lists, not one of 5-tuples: a tuple per
+        #: decision would cost more than both.
         self.decisions: list[Event] = []
-        self.contributions: list[tuple[datetime, int, int, int, int]] = []
+        self.needs: list[datetime] = []
+        self.contributions: list[tuple[int, int, int, int]] = []
 
     def set(self, e: Event, i: int, t: datetime | None, contribution: tuple[int, int, int, int],
             merged: list[datetime] | None) -> None:
@@ -55,7 +58,7 @@ class Anchored:
             if merged is not None:
                 del merged[bisect.bisect_left(merged, old)]
             j = bisect.bisect_left(self.decisions, sort_key(e), key=sort_key)
-            del self.decisions[j], self.contributions[j]
+            del self.decisions[j], self.needs[j], self.contributions[j]
         if t is not None:
             bisect.insort(self.sorted_times, t)
             if merged is not None:
@@ -65,7 +68,8 @@ class Anchored:
             j = len(decisions) if not decisions or sort_key(decisions[-1]) < key else bisect.bisect_left(
                 decisions, key, key=sort_key)
             decisions.insert(j, e)
-            self.contributions.insert(j, (t, *contribution))
+            self.needs.insert(j, t)
+            self.contributions.insert(j, contribution)
         self.times[i] = t
 
 

@@ -105,11 +105,13 @@ class Summing(Indexing):
         """Keep what :meth:`_outcomes` said of ``e`` (at ``a.events[i]``): its counts, the times its outcomes need
         inside the window, and when they stop being valid."""
         counts, until, anchors = outcomes
+        share = self._shared.setdefault
         for anchor, an in zip(anchors, a.anchored, strict=True):
             if anchor is not None:
-                an.set(e, i, anchor[0], anchor[1], a.merged)
+                t, added = anchor
+                an.set(e, i, t, share(("contribution", added), added), a.merged)
         self._changed(a, i)
-        a.counts[i] = self._shared.setdefault(("counts", counts), counts)
+        a.counts[i] = share(("counts", counts), counts)
         if until < NEVER:
             heapq.heappush(self._expiry, (until, next(self._seq), e))
 
@@ -205,7 +207,9 @@ class Summing(Indexing):
             # Counting them ends the walk at the last one instead of at the window's end.
             first = bisect.bisect_right(an.decisions, edge, key=ts_of)
             left -= first
-            for t, passed, counted, pending, gaps in itertools.islice(an.contributions, first, None):
+            for t, (passed, counted, pending, gaps) in zip(itertools.islice(an.needs, first, None),
+                                                           itertools.islice(an.contributions, first, None),
+                                                           strict=True):
                 if not left:
                     break
                 if t <= edge:

@@ -69,7 +69,7 @@ def _model() -> LiveModel:
 
 
 def _state(model: LiveModel) -> dict[str, Any]:
-    return {"agents": {n: (a.counts, [(an.times, an.contributions) for an in a.anchored])
+    return {"agents": {n: (a.counts, [(an.times, an.needs, an.contributions) for an in a.anchored])
                        for n, a in model._agents.items()},
             "expiry": sorted((until, e.order) for until, _, e in model._expiry), "evaluated": model.evaluated}
 

@@ -326,7 +326,8 @@ def _assert_indexes_hold(model: LiveModel) -> None:
             assert an.sorted_times == sorted(p for p in an.times if p is not None)
             assert all(p <= d.ts for d, p in zip(a.events, an.times, strict=True) if p is not None)  # _sum counts on it
             assert an.decisions == [d for d, p in zip(a.events, an.times, strict=True) if p is not None]
-            assert [c[0] for c in an.contributions] == [p for p in an.times if p is not None]
+            assert an.needs == [p for p in an.times if p is not None]
+            assert len(an.contributions) == len(an.decisions)
         assert a.anchor_times == sorted(p for an in a.anchored for p in an.times if p is not None)
         for waiting in a.awaiting:
             assert {id(d) for d in waiting} <= {id(d) for d in a.events}
@@ -547,7 +548,7 @@ def _indexes(model: LiveModel) -> dict[str, Any]:
 
     times = model._label_columns.ts  # labelled: each decision's latest label by slot, compared by its time
     agents = {agent: (a.events, a.counts, a.awaiting, {k: times[s] for k, s in a.labelled.items()}, a.prefix.tolist(),
-                      [(an.times, an.sorted_times, an.decisions, an.contributions) for an in a.anchored])
+                      [(an.times, an.sorted_times, an.decisions, an.needs, an.contributions) for an in a.anchored])
               for agent, a in model._agents.items()}
     return {"agents": agents, "state_times": model._state_times, "prompted_times": model._prompted_times,
             "prompts": {k: g for k, g in model._prompts.items() if g},
