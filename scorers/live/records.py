@@ -56,11 +56,22 @@ class Shape(NamedTuple):
     generation: int
 
 
+class Source(NamedTuple):
+    """Who wrote a decision, of what kind, where: what many decisions share as a whole (:class:`Packed`), one tuple
+    for them all (about one an agent's log and kind; a Markdown file's decisions share theirs)."""
+
+    agent: str
+    kind: str
+    path: str
+
+
 #: The fields of a decision that many decisions share as a whole (:class:`Packed`), in this order.
 SHAPE_FIELDS = Shape._fields
-#: What :class:`Packed` holds in its own slots, in this order (the last is the shared tuple of SHAPE_FIELDS).
-PACKED_LAYOUT = ("id", "ts", "agent", "kind", "path", "line", "thread", "citations", "shape")
-_SHAPE = 8
+#: What :class:`Packed` holds in its own slots, in this order (``source`` the shared tuple of Source's fields,
+#: ``shape`` that of SHAPE_FIELDS). Seven slots: a tuple of nine takes 16 bytes more (the allocator's steps are 16).
+PACKED_LAYOUT = ("id", "ts", "source", "line", "thread", "citations", "shape")
+_SOURCE = 2
+_SHAPE = 6
 
 
 #: A slot of a packed record as it is held (typed loosely: Event's annotations name its own layout).
@@ -72,11 +83,15 @@ def _shaped(k: int) -> property:
     return property(operator.attrgetter(f"shape.{SHAPE_FIELDS[k]}"), doc=f"As :class:`Event`'s {SHAPE_FIELDS[k]}.")
 
 
+def _sourced(name: str) -> property:
+    return property(operator.attrgetter(f"source.{name}"), doc=f"As :class:`Event`'s {name}.")
+
+
 class Packed(Event):
-    """A decision as the live model holds it: an :class:`Event` in every field it reads, in 9 references instead of
+    """A decision as the live model holds it: an :class:`Event` in every field it reads, in 7 references instead of
     15. The fields no index reads and most decisions share as a whole (the text reduced to phrases, prompt, reason,
     alternatives, subject, corrects, generation: thousands of distinct combinations for a million decisions) are one
-    shared tuple, read through properties.
+    shared tuple, and its agent, kind and path another, read through properties.
 
     As a tuple it holds :data:`PACKED_LAYOUT` (made by :func:`pack`, compared only with other packed records, pickled
     as that tuple); :meth:`_replace`, :meth:`_asdict` and ``repr`` answer as the Event it stands for.
@@ -84,8 +99,14 @@ class Packed(Event):
 
     __slots__ = ()
 
-    # Its own layout's getters: the first seven are where Event has them.
-    citations = property(operator.itemgetter(7), doc="As :class:`Event`'s citations.")
+    # Its own layout's getters: the first two are where Event has them.
+    source = property(operator.itemgetter(_SOURCE), doc="The shared :class:`Source` of this decision.")
+    agent = _sourced("agent")
+    kind = _sourced("kind")
+    path = _sourced("path")
+    line = property(operator.itemgetter(3), doc="As :class:`Event`'s line.")
+    thread = property(operator.itemgetter(4), doc="As :class:`Event`'s thread.")
+    citations = property(operator.itemgetter(5), doc="As :class:`Event`'s citations.")
     shape = property(operator.itemgetter(_SHAPE), doc="The shared :class:`Shape` of this decision.")
     text = _shaped(0)
     prompt = _shaped(1)
@@ -98,13 +119,13 @@ class Packed(Event):
     @property
     def order(self) -> Order:
         """The record's position in read order (spec section 1), as :attr:`Event.order`."""
-        return (self.path, _slot(self, _SHAPE)[6], self.line or 0)
+        return (_slot(self, _SOURCE)[2], _slot(self, _SHAPE)[6], _slot(self, 3) or 0)
 
     def event(self) -> Event:
         """The :class:`Event` this record stands for."""
-        shape = _slot(self, _SHAPE)
-        return Event(self.id, self.ts, self.agent, self.kind, self.path, self.line, self.thread, shape[0],
-                     self.citations, *shape[1:])
+        shape, source = _slot(self, _SHAPE), _slot(self, _SOURCE)
+        return Event(_slot(self, 0), _slot(self, 1), source[0], source[1], source[2], _slot(self, 3), _slot(self, 4),
+                     shape[0], _slot(self, 5), *shape[1:])
 
     def _replace(self, /, **changes: Any) -> Event:  # type: ignore[override]
         return self.event()._replace(**changes)
@@ -119,11 +140,11 @@ class Packed(Event):
         return tuple.__new__, (Packed, tuple(self))
 
 
-def pack(record_id: str, ts: datetime, agent: str, kind: str, path: str, line: int | None, thread: str | None,
+def pack(record_id: str, ts: datetime, source: Source, line: int | None, thread: str | None,
          citations: tuple[Citation, ...], shape: Shape) -> Packed:
-    """A packed record of these fields, ``shape`` holding its values of :data:`SHAPE_FIELDS` (shared by the
-    caller)."""
-    return tuple.__new__(Packed, (record_id, ts, agent, kind, path, line, thread, citations, shape))
+    """A packed record of these fields, ``source`` and ``shape`` holding its values of :class:`Source`'s fields and
+    :data:`SHAPE_FIELDS` (shared by the caller)."""
+    return tuple.__new__(Packed, (record_id, ts, source, line, thread, citations, shape))
 
 
 #: What the model stores for a record: the event (a :class:`Packed` one), or the stub of a record no rule reads.

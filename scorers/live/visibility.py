@@ -20,7 +20,7 @@ from collectors.rfc3339 import from_us, from_us_many, to_us
 from scorers.live.base import DAWN, ModelState, document_events
 from scorers.live.columns import NO_SHAPE, Columns
 from scorers.live.labels import HeldLabels, count_of, slots_of
-from scorers.live.records import Packed, Record, Shape, Stub, Vocabulary, order_of, pack, reduce_text
+from scorers.live.records import Packed, Record, Shape, Source, Stub, Vocabulary, order_of, pack, reduce_text
 from scorers.lookups import take_check
 
 #: Labels on one decision id held as a tuple of slots up to this many, then as a list.
@@ -192,8 +192,15 @@ class Visibility(ModelState):
                         e.generation)
         shape = self._shape(e.text, e.prompt, e.reason, e.alternatives, e.subject, e.corrects, e.generation)
         # Line numbers too: one int object per line number, not per event (most are above the small-int cache).
-        return pack(e.id, e.ts, share(e.agent, e.agent), share(e.kind, e.kind), share(e.path, e.path),
-                    share(e.line, e.line), share(e.thread, e.thread), self._share_citations(e.citations), shape)
+        source = self._source(share(e.agent, e.agent), share(e.kind, e.kind), share(e.path, e.path))
+        return pack(e.id, e.ts, source, share(e.line, e.line), share(e.thread, e.thread),
+                    self._share_citations(e.citations), shape)
+
+    def _source(self, agent: str, kind: str, path: str) -> Source:
+        """The shared :class:`~scorers.live.records.Source` of these values."""
+        source = tuple.__new__(Source, (agent, kind, path))  # Source(...) without NamedTuple's Python-level __new__
+        found: Source = self._shared.setdefault(("source", source), source)
+        return found
 
     def _shape(self, text: str, prompt: str | None, reason: str | None, alternatives: tuple[str, ...],
                subject: tuple[str, ...], corrects: str | None, generation: int) -> Shape:
@@ -222,6 +229,7 @@ class Visibility(ModelState):
         new = tuple.__new__
         shapes: dict[Sequence[Any], Shape] = {}
         cited: dict[tuple[tuple[str, str], ...], tuple[Citation, ...]] = {}
+        sources: dict[tuple[Any, ...], Source] = {}
         for r, pairs in rows:
             line, kind, path = r[6], share(r[4], r[4]), share(r[5], r[5])
             if line and kind not in decision_kinds:
@@ -244,8 +252,12 @@ class Visibility(ModelState):
                     found = cited[key] = self._share_citations(tuple(Citation(*p) for p in pairs))
                 citations = found
             line = line or None
-            yield new(Packed, (r[1], from_us(r[2]), share(r[3], r[3]), kind, path, share(line, line), share(r[7], r[7]),
-                               citations, shape))  # pack's tuple, made here: this runs for every row
+            key = (r[3], kind, path)
+            source = sources.get(key)
+            if source is None:
+                source = sources[key] = self._source(share(r[3], r[3]), kind, path)
+            yield new(Packed, (r[1], from_us(r[2]), source, share(line, line), share(r[7], r[7]), citations,
+                               shape))  # pack's tuple, made here: this runs for every row
 
     def _records_of_columns(self, c: Columns) -> Iterator[Record]:
         """The records :meth:`_records_of` makes of the rows these columns hold."""
@@ -254,6 +266,7 @@ class Visibility(ModelState):
         shapes = [self._shared_shape(*s) for s in c.shapes]
         cited = [self._share_citations(tuple(Citation(*p) for p in pairs)) for pairs in c.citations]
         new = tuple.__new__
+        sources: dict[tuple[int, int, int], Source] = {}
         for rid, ts, agent, kind, path, thread, line, generation, shape, citations in zip(
                 c.ids, from_us_many(c.us), c.agent_at, c.kind_at, c.path_at, c.thread_at, c.line, c.generation,
                 c.shape_at, c.citations_at, strict=True):
@@ -261,8 +274,10 @@ class Visibility(ModelState):
                 yield Stub(rid, ts, values[kind], values[path], share(line, line), generation)
                 continue
             held = line or None
-            yield new(Packed, (rid, ts, values[agent], values[kind], values[path], share(held, held), values[thread],
-                               cited[citations], shapes[shape]))
+            source = sources.get((agent, kind, path))
+            if source is None:
+                source = sources[agent, kind, path] = self._source(values[agent], values[kind], values[path])
+            yield new(Packed, (rid, ts, source, share(held, held), values[thread], cited[citations], shapes[shape]))
 
     def _share_citations(self, citations: tuple[Citation, ...]) -> tuple[Citation, ...]:
         """``citations`` held once, and each citation in them held once: most decisions cite sources other decisions

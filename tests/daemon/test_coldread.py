@@ -27,7 +27,7 @@ from daemon.modelkeeper import LiveFeed
 from daemon.simulate import simulate
 from daemon.store import Store
 from scorers.live.columns import columns_of, since
-from scorers.live.records import Packed, Record
+from scorers.live.records import PACKED_LAYOUT, Packed, Record
 from scorers.score import to_json
 
 #: One 24-hour window on three days of data: the first day is behind it and its slack, so the load leaves it in the
@@ -184,9 +184,12 @@ def test_records_made_from_columns_are_the_records_made_from_the_rows(ingested: 
     assert model._documents == expected._documents
     packed = [r for r in model._loaded if isinstance(r, Packed)]
     assert any(r.citations for r in packed) and any(r.line is None for r in packed)
-    for slot in range(2, 9):
+    for slot in range(2, len(PACKED_LAYOUT)):
         values = [r[slot] for r in packed]
         assert len({id(v) for v in values}) == len(set(values))
+    for field in ("agent", "kind", "path"):
+        values = [getattr(r, field) for r in packed]
+        assert len({id(v) for v in values}) == len(set(values)), field
 
 
 def test_rows_the_load_and_the_child_both_read_are_kept_once(ingested: tuple[Path, datetime]) -> None:

@@ -103,9 +103,12 @@ def test_a_load_makes_from_the_rows_the_records_the_events_would_make(tmp_path: 
     packed = [r for r in made if isinstance(r, Packed)]
     assert any(isinstance(r, Stub) for r in made) and any(r.line is None for r in packed)
     assert any(r.citations for r in packed) and any(r.subject for r in packed) and any(r.alternatives for r in packed)
-    for slot in range(2, 9):  # agent, kind, path, line, thread, citations, shape: equal ones are one object
+    for slot in range(2, len(PACKED_LAYOUT)):  # source, line, thread, citations, shape: equal ones are one object
         values = [r[slot] for r in packed]
         assert len({id(v) for v in values}) == len(set(values)), PACKED_LAYOUT[slot]
+    for field in ("agent", "kind", "path"):  # and inside the sources
+        values = [getattr(r, field) for r in packed]
+        assert len({id(v) for v in values}) == len(set(values)), field
 
 
 def test_a_cold_load_freezes_the_records_as_it_reads_and_the_first_evaluation_collects_nothing(tmp_path: Path) -> None:
