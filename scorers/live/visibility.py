@@ -369,7 +369,7 @@ class Visibility(ModelState):
             else:
                 del self._winner[e.id]
                 labels = self._labels.get(e.id)
-                if labels:  # its labels now name no record
+                if labels is not None:  # its labels now name no record (slot 0 alone is a label too)
                     self._orphans.add(e.id)
                     self.unmatched_labels += count_of(labels)
             return

@@ -34,7 +34,7 @@ from scorers import live
 from scorers.context import Context, Records, paths_of, sort_key
 from scorers.live import HistoryEvicted, LiveModel, Vocabulary, eviction, reduce_text, sums
 from scorers.score import RULES, Rules, evaluate_window, to_json
-from tests.helpers import T0, ev
+from tests.helpers import T0, ev, label
 
 CFG = Config(github=GitHub(repo="acme/app"))
 
@@ -953,3 +953,17 @@ def test_feed_sees_rows_that_reuse_rowids_freed_long_before(tmp_path: Any) -> No
         assert store.conn.execute("SELECT rowid, id FROM events WHERE rowid > 2 ORDER BY rowid").fetchall() == [
             (3, "doc-w"), (4, "h3"), (5, "doc-v")]
         assert to_json(feed.evaluate(_at(10))["24h"])["agents"]["ada"]["decisions"] == 5
+
+
+def test_the_labels_of_a_removed_document_s_decision_count_as_unmatched_when_it_held_the_first_label_slot() -> None:
+    """A decision's single label is held as its slot, and the model's first label takes slot 0: the decision's
+    departure must still count it (a truth test of the slot missed it; found by hypothesis in
+    test_review_answers_hold_while_records_are_let_go)."""
+    model = LiveModel(CFG, evict=True)
+    model.evaluate(T0)
+    model.replace_document("findings/f2.md", [ev("d1", T0, kind="finding", path="findings/f2.md", markdown=True)])
+    model.add_labels([label("d1", T0, value="up"), label("d0", T0, value="up")])
+    assert model.unmatched_labels == 1  # d0's
+    model.replace_document("findings/f2.md", [])
+    model.evaluate(T0)
+    assert model.unmatched_labels == 2 and model._orphans == {"d0", "d1"}
