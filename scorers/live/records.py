@@ -78,13 +78,9 @@ _SHAPE = 6
 _slot: Callable[[tuple[Any, ...], int], Any] = tuple.__getitem__
 
 
-def _shaped(k: int) -> property:
-    # Read in C (the shape's own field through the record's shape slot): the rules read these millions of times.
-    return property(operator.attrgetter(f"shape.{SHAPE_FIELDS[k]}"), doc=f"As :class:`Event`'s {SHAPE_FIELDS[k]}.")
-
-
-def _sourced(name: str) -> property:
-    return property(operator.attrgetter(f"source.{name}"), doc=f"As :class:`Event`'s {name}.")
+def _shared_field(held_in: str, name: str) -> property:
+    # Read in C (the shared tuple's own field through the record's slot): the rules read these millions of times.
+    return property(operator.attrgetter(f"{held_in}.{name}"), doc=f"As :class:`Event`'s {name}.")
 
 
 class Packed(Event):
@@ -101,20 +97,20 @@ class Packed(Event):
 
     # Its own layout's getters: the first two are where Event has them.
     source = property(operator.itemgetter(_SOURCE), doc="The shared :class:`Source` of this decision.")
-    agent = _sourced("agent")
-    kind = _sourced("kind")
-    path = _sourced("path")
+    agent = _shared_field("source", "agent")
+    kind = _shared_field("source", "kind")
+    path = _shared_field("source", "path")
     line = property(operator.itemgetter(3), doc="As :class:`Event`'s line.")
     thread = property(operator.itemgetter(4), doc="As :class:`Event`'s thread.")
     citations = property(operator.itemgetter(5), doc="As :class:`Event`'s citations.")
     shape = property(operator.itemgetter(_SHAPE), doc="The shared :class:`Shape` of this decision.")
-    text = _shaped(0)
-    prompt = _shaped(1)
-    reason = _shaped(2)
-    alternatives = _shaped(3)
-    subject = _shaped(4)
-    corrects = _shaped(5)
-    generation = _shaped(6)
+    text = _shared_field("shape", "text")
+    prompt = _shared_field("shape", "prompt")
+    reason = _shared_field("shape", "reason")
+    alternatives = _shared_field("shape", "alternatives")
+    subject = _shared_field("shape", "subject")
+    corrects = _shared_field("shape", "corrects")
+    generation = _shared_field("shape", "generation")
 
     @property
     def order(self) -> Order:

@@ -274,9 +274,10 @@ class Visibility(ModelState):
                 yield Stub(rid, ts, values[kind], values[path], share(line, line), generation)
                 continue
             held = line or None
-            source = sources.get((agent, kind, path))
+            key = (agent, kind, path)
+            source = sources.get(key)
             if source is None:
-                source = sources[agent, kind, path] = self._source(values[agent], values[kind], values[path])
+                source = sources[key] = self._source(values[agent], values[kind], values[path])
             yield new(Packed, (rid, ts, source, share(held, held), values[thread], cited[citations], shapes[shape]))
 
     def _share_citations(self, citations: tuple[Citation, ...]) -> tuple[Citation, ...]:
