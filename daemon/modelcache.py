@@ -31,15 +31,12 @@ where it is).
 
 from __future__ import annotations
 
-import bisect
-import copy
 import copyreg
 import functools
 import hashlib
 import itertools
 import json
 import logging
-import operator
 import os
 import pickle
 import stat
@@ -47,27 +44,23 @@ import sys
 import time
 import zlib
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
-from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from collectors.rfc3339 import from_us_many, to_us
 from daemon import gcpolicy
 from daemon.config import Config
 from daemon.modelkeeper import LiveFeed, Marks
 from daemon.store import Store
-from scorers.live import LiveModel, Record, Stub
-from scorers.live.records import PACKED_LAYOUT, ById, ByRecordId, Packed
+from scorers.live import LiveModel
 from scorers.spec import outcome_part
 
 log = logging.getLogger("honestyd")
 
 MAGIC = b"honestyd-model-cache\n"
 #: Bumped when the file's layout changes (the code hash covers the pickled objects).
-FORMAT = 6
+FORMAT = 7
 #: The modules whose objects the cache holds or whose rules produced its cached outcomes.
 _CODE = ("scorers", "collectors", "daemon/modelkeeper.py", "daemon/config.py")
 
@@ -272,89 +265,11 @@ class _Summed:
         return data
 
 
-class _Positions:
-    """The positions of objects in a list, found by the objects' addresses: the addresses sorted, in machine
-    integers, beside the position each stands for (16 bytes an object).
-
-    A dict from id() to position would hold a key and a value object per entry, and its table, for every record and
-    time while the stopping daemon writes the cache (docs/performance.md: the model cache). The price is time: a
-    lookup bisects machine integers, boxing each one it compares.
-    """
-
-    def __init__(self, objects: Sequence[object], first: int) -> None:
-        addresses = array("Q", map(id, objects))
-        order = sorted(range(len(addresses)), key=addresses.__getitem__)
-        self.addresses = array("Q", map(addresses.__getitem__, order))
-        self.positions = array("Q", order)
-        self.first = first
-
-    def get(self, obj: object) -> int | None:
-        """``first`` + the position of ``obj`` itself (not of an equal object) in ``objects``; None if absent."""
-        address = id(obj)
-        addresses = self.addresses
-        i = bisect.bisect_left(addresses, address)
-        return self.first + self.positions[i] if i < len(addresses) and addresses[i] == address else None
-
-
-#: The classes of the records the model holds, written as columns (by position in this tuple), and each one's
-#: columns: the fields of its tuple, in order.
-RECORD_TYPES: tuple[type, ...] = (Packed, Stub)
-_COLUMNS: tuple[tuple[str, ...], ...] = (PACKED_LAYOUT, Stub._fields)
-
-
-def pack_records(records: Iterable[Record]) -> tuple[list[Record], Iterator[Any]]:
-    """``records`` in the order the columns give them (decisions, then stubs), and the columns, made one at a time:
-    per slot of :class:`Packed`, then per field of :class:`Stub`, a list of the values (times as microseconds in
-    machine integers). Pickled record by record, each would leave its constructor's arguments and its time's in the
-    pickler's memo until the end: twice the model's size while writing, and a fragmented heap after reading.
-    """
-    records = list(records)
-    groups: tuple[list[Record], ...] = tuple([r for r in records if type(r) is cls] for cls in RECORD_TYPES)
-    if sum(map(len, groups)) != len(records):  # a record of another class would be left out of the file
-        raise TypeError(f"the model holds records other than {', '.join(c.__name__ for c in RECORD_TYPES)}")
-
-    def columns() -> Iterator[Any]:
-        for group, names in zip(groups, _COLUMNS, strict=True):
-            for k, f in enumerate(names):
-                values = list(map(operator.itemgetter(k), group))
-                yield array("q", map(to_us, values)) if f == "ts" else values
-
-    return [r for group in groups for r in group], columns()
-
-
-def unpack_records(columns: Iterator[Any]) -> list[Record]:
-    """The records of :func:`pack_records`, from its columns, in its order; line numbers shared again (one int
-    object per number, as the model keeps them). Built by C-level maps."""
-    lines: dict[int | None, int | None] = {}
-    out: list[Record] = []
-    for cls, names in zip(RECORD_TYPES, _COLUMNS, strict=True):
-        c = {f: next(columns) for f in names}
-        c["ts"] = from_us_many(c["ts"])
-        c["line"] = list(map(lines.setdefault, c["line"], c["line"]))
-        out += map(tuple.__new__, itertools.repeat(cls),  # tuple.__new__(cls, row)
-                   zip(*(c[f] for f in names), strict=True))
+def _array(typecode: str, data: bytearray) -> array[Any]:
+    """An array of ``typecode`` holding ``data`` (how :class:`_ModelPickler` writes one)."""
+    out = array(typecode)
+    out.frombytes(data)
     return out
-
-
-# What the model holds that pickle must not write as it is: maps keyed by id() (an unpickled record has another
-# id), maps keyed by the records' ids (their strings would come back as second copies), its counter (itertools
-# objects do not pickle on every Python), and the cache of shared values (it starts empty: refilled as records come).
-
-
-def _reduce_by_id(m: ById[Any]) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-    return _by_id, (list(m.values()),)
-
-
-def _by_id(values: list[Any]) -> ById[Any]:
-    return ById((id(v), v) for v in values)
-
-
-def _reduce_by_record_id(m: ByRecordId[Any]) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-    return _by_record_id, (list(m.values()),)
-
-
-def _by_record_id(values: list[Any]) -> ByRecordId[Any]:
-    return ByRecordId((v.id, v) for v in values)
 
 
 def _reduce_count(c: itertools.count[int]) -> tuple[Callable[..., Any], tuple[Any, ...]]:
@@ -363,88 +278,45 @@ def _reduce_count(c: itertools.count[int]) -> tuple[Callable[..., Any], tuple[An
 
 def _reduce_model(model: LiveModel) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     state = vars(model).copy()
-    winners: dict[str, Record] = state["_winner"]
-    state["_winner"] = list(winners.values())
-    state["_shadowed"] = list(state["_shadowed"].values())
-    state["_shared"] = {}
-    # Each id filed by day as the record it names, where one is held: as a string it would come back a second copy
-    # of the record's own id.
-    state["_days"] = {d: [winners.get(i, i) for i in ids] for d, ids in state["_days"].items()}
-    # Likewise the labelled ids: the labels' decisions, the map of their slots, each agent's latest label.
-    columns = copy.copy(state["_label_columns"])
-    columns.decision = [None if i is None else winners.get(i, i) for i in columns.decision]
-    state["_label_columns"] = columns
-    state["_labels"] = [(winners.get(i, i), held) for i, held in state["_labels"].items()]
-    agents = {}
-    for name, a in state["_agents"].items():
-        agents[name] = a = copy.copy(a)
-        a.labelled = [(winners.get(i, i), slot) for i, slot in a.labelled.items()]
-    state["_agents"] = agents
+    state["_shared"] = {}  # values computed once (prompt keys): computed again as asked
     return _model, (state,)
 
 
-def _id_of(i: Any) -> Any:
-    """An id as :func:`_reduce_model` wrote it (a string, or the record whose id it is) back as a string."""
-    return i if i is None or type(i) is str else i.id
-
-
 def _model(state: dict[str, Any]) -> LiveModel:
-    state["_winner"] = dict(zip(map(attrgetter("id"), state["_winner"]), state["_winner"], strict=True))
-    state["_shadowed"] = {rest[0].id: rest for rest in state["_shadowed"] if rest}
-    state["_days"] = {d: [r if type(r) is str else r.id for r in rs] for d, rs in state["_days"].items()}
-    state["_label_columns"].decision = list(map(_id_of, state["_label_columns"].decision))
-    state["_labels"] = {_id_of(i): held for i, held in state["_labels"]}
-    for a in state["_agents"].values():
-        a.labelled = {_id_of(i): slot for i, slot in a.labelled}
     model = LiveModel.__new__(LiveModel)
     vars(model).update(state)
     return model
 
 
 _REDUCERS: dict[type, Callable[[Any], tuple[Callable[..., Any], tuple[Any, ...]]]] = {
-    ById: _reduce_by_id, ByRecordId: _reduce_by_record_id, itertools.count: _reduce_count, LiveModel: _reduce_model,
+    itertools.count: _reduce_count, LiveModel: _reduce_model,
 }
 
 
-class _RecordPickler(pickle.Pickler):
-    """Pickles the feed with each record, and each record's time, as its position in ``records`` (written before,
-    as columns: see :func:`pack_records`); the indexes hold those very objects, so they are references. The model's
-    own objects go through ``_REDUCERS``.
-    """
+class _ModelPickler(pickle.Pickler):
+    """Pickles the feed: the model is columns (scorers/live/table.py), each array written straight from its buffer
+    (no bytes copy of it kept in the pickler's memo until the end: the model's size again while writing); its counter
+    and the values it computes again go through ``_REDUCERS``."""
 
-    def __init__(self, f: _Writable, records: list[Any]) -> None:
+    def __init__(self, f: _Writable) -> None:
         super().__init__(f, protocol=pickle.HIGHEST_PROTOCOL)
         self.dispatch_table = {**copyreg.dispatch_table, **_REDUCERS}
-        self._records = _Positions(records, 0)
-        # A time (positions n, n + 1, …) shared by the indexes with its record (a repeat's previous answer, the
-        # sorted times of state changes and prompts) stays one object after loading, as it was.
-        self._times = _Positions(list(map(attrgetter("ts"), records)), len(records))
 
-    def persistent_id(self, obj: Any) -> int | None:
-        kind = type(obj)  # called for every object pickled, millions of times: only records and times are looked up
-        if kind is datetime:
-            return self._times.get(obj)
-        return self._records.get(obj) if kind in RECORD_TYPES else None
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is array:
+            return _array, (obj.typecode, pickle.PickleBuffer(obj))
+        return NotImplemented
 
 
 def write_feed(f: _Writable, feed: LiveFeed) -> None:
-    """Pickle ``feed``: its records as columns, then the feed with references to them (hold the feed still)."""
-    records, columns = pack_records(feed.model.records())
-    for column in columns:  # one at a time, each with a memo of its own: what writing costs stays one column
-        pickle.dump(column, f, protocol=pickle.HIGHEST_PROTOCOL)
-    _RecordPickler(f, records).dump(feed)
+    """Pickle ``feed`` (hold the feed still meanwhile)."""
+    _ModelPickler(f).dump(feed)
 
 
 def read_feed(f: _Readable, *, freeze: bool = False) -> Any:
     """What :func:`write_feed` wrote (no check whatever: see :func:`load`); ``freeze``: see daemon.gcpolicy.paused."""
     with gcpolicy.paused(freeze=freeze):
-        records = unpack_records(iter(functools.partial(pickle.load, f), None))
-        # Position i < n is record i, n + i its time (see _RecordPickler): a list's own lookup resolves a reference
-        # without a call into Python, millions of them per load.
-        targets = [*records, *map(attrgetter("ts"), records)]
-        unpickler = pickle.Unpickler(f)
-        unpickler.persistent_load = targets.__getitem__  # type: ignore[method-assign]
-        return unpickler.load()
+        return pickle.Unpickler(f).load()
 
 
 def _header(f: IO[bytes]) -> dict[str, Any] | None:

@@ -56,7 +56,7 @@ def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
         return passed(f"follow-up: cites {artifact}")
     grace = ctx.config.scoring.follow_up
     for e in ctx.agent_decisions_between(d.agent, d.ts, d.ts + grace):
-        if e is not d and follows_up(e, d):
+        if e.id != d.id and follows_up(e, d):  # by id: the live model makes its Events again as asked
             return passed(f"follow-up: {e.kind} {e.id}")
     if d.ts + grace <= ctx.at:
         return failed(f"no follow-up within {format_duration(grace)}")

@@ -35,7 +35,7 @@ def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
     replies = [
         e
         for e in ctx.agent_decisions_between(d.agent, max(label_ts, d.ts), deadline)
-        if e is not d and e.thread == d.thread
+        if e.id != d.id and e.thread == d.thread  # by id (one decision per id): the live model makes Events anew
     ]
     if replies:
         first = [e for e in replies if e.ts == replies[0].ts]

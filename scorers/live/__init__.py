@@ -19,19 +19,21 @@ those changes and nothing else, and knows no rule by name (plan.py works the dec
   and the sum is kept until the agent changes or a decision (or the earlier record an outcome needs inside the
   window) leaves it.
 
-The parts: records.py (records as kept: stubs, reduced texts, hashes of ids let go), base.py (the state), plan.py,
-visibility.py (records in and out, hidden until their time), labels.py (labels as columns), indexes.py (what the rules
-read), invalidation.py, eviction.py (records let go behind the windows), sums.py, model.py. The daemon's model cache
-(daemon/modelcache.py) pickles the model.
+The parts: table.py (every record held as a slot of machine-integer columns, no object per record; the ids' index),
+records.py (reduced texts, hashes of ids let go), base.py (the state), plan.py, visibility.py (records in and out,
+hidden until their time), labels.py (labels as columns), agents.py (each agent's decisions and the sorted columns of
+slots), indexes.py (what the rules read), invalidation.py, eviction.py (records let go behind the windows), sums.py,
+model.py. A rule is given the :class:`~collectors.records.Event` a slot stands for, made again as it asks. The
+daemon's model cache (daemon/modelcache.py) pickles the model: its columns, not a million objects.
 """
 
 from scorers.live.eviction import EVICT_EVERY, EVICT_SLACK, HistoryEvicted
 from scorers.live.model import LiveModel
-from scorers.live.records import Record, Stub, Vocabulary, reduce_text, sorted_by_key
+from scorers.live.records import Vocabulary, reduce_text
 from scorers.live.sums import column_sums
 from scorers.spec import outcome_part
 
 __all__ = [
-    "EVICT_EVERY", "EVICT_SLACK", "HistoryEvicted", "LiveModel", "Record", "Stub", "Vocabulary", "column_sums",
-    "outcome_part", "reduce_text", "sorted_by_key",
+    "EVICT_EVERY", "EVICT_SLACK", "HistoryEvicted", "LiveModel", "Vocabulary", "column_sums", "outcome_part",
+    "reduce_text",
 ]

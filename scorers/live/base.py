@@ -1,16 +1,16 @@
 """The live model's state, shared by the parts of scorers/live/ (each part is a mixin of :class:`LiveModel`).
 
 Every attribute is made here, with what it holds; the methods one part offers the others are declared here too, so
-each part reads as a whole on its own. Every stored record lives in exactly one of: the winners of their ids or the
-records shadowed behind them (visible, ``ts ≤ T``), the hidden heap (``ts > T``), or the records loaded before the
-first evaluation.
+each part reads as a whole on its own. Every stored record is a slot of the :class:`~scorers.live.table.Table`, and
+every index holds slots. Each slot lives in exactly one of: the winners of their ids or the records shadowed behind
+them (visible, ``ts ≤ T``), the hidden heap (``ts > T``), or the records loaded before the first evaluation.
 """
 
 from __future__ import annotations
 
 import itertools
 from array import array
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from collectors.records import CheckResult, Event, Label
 from scorers.live.labels import Held, HeldLabels
 from scorers.live.plan import Plan
-from scorers.live.records import SEPARATOR, ById, ByRecordId, IdHashes, Record, Vocabulary
+from scorers.live.records import SEPARATOR, IdHashes, Vocabulary
+from scorers.live.table import IdIndex, Table
 from scorers.lookups import FileIndex, FileState
 from scorers.progress import LabelTally
 from scorers.rule import Rule
@@ -26,16 +27,18 @@ from scorers.score import AgentResult
 from scorers.spec import ScoringConfig
 
 if TYPE_CHECKING:
-    from scorers.live.indexes import Agent
+    from scorers.live.agents import Agent
 
 NEVER = datetime.max.replace(tzinfo=UTC)
 DAWN = datetime.min.replace(tzinfo=UTC)
 #: What the width-independent rules are given for the width (they ignore it).
 NO_WIDTH = timedelta(0)
+#: The typecode of a column of slots.
+SLOTS = "i"
 
 
-def document_events(held: Event | list[Event] | None) -> list[Event]:
-    """The decisions of a document as ``_documents`` holds them (None: none)."""
+def slots_in(held: int | list[int] | None) -> list[int]:
+    """The slots of a document's decisions as ``_documents`` holds them (None: none)."""
     if held is None:
         return []
     return held if isinstance(held, list) else [held]
@@ -69,24 +72,35 @@ class ModelState:
         vocabulary = [*ph.reason, *ph.alternatives, *ph.gap, *ph.acknowledgement, *(s.phrase for s in config.signals)]
         #: None keeps texts whole: a phrase with a line break could span two reduced phrases.
         self._vocabulary = None if any(SEPARATOR in p for p in vocabulary) else Vocabulary(vocabulary)
-        #: Repeated values (kinds, paths, agents, texts, counts) held once.
+        #: Every record held, by slot (scorers/live/table.py).
+        self._table = Table(self._vocabulary, self._decision_kinds)
+        #: Values computed once and shared (prompt keys); the counts and contributions tables below.
         self._shared: dict[Any, Any] = {}
+        #: Each distinct tuple of a decision's counts (the first: all zero), and each distinct contribution of an
+        #: anchored outcome; the agents' columns hold their positions.
+        self._counts: list[tuple[int, ...]] = [self.plan.zero]
+        self._count_at: dict[tuple[int, ...], int] = {self.plan.zero: 0}
+        self._contributions: list[tuple[int, int, int, int]] = []
+        self._contribution_at: dict[tuple[int, int, int, int], int] = {}
         self._seq = itertools.count()
         self._fresh = True
         # --- visibility.py
-        self._winner: dict[str, Record] = {}
-        #: With ``evict``, the ids of the records shown, by the day of their time (date ordinal, UTC): where letting go
-        #: looks, so that it costs that day's records, not a walk over every record held.
-        self._days: dict[int, list[str]] = {}
-        self._shadowed: dict[str, list[Record]] = {}
-        self._hidden: list[tuple[datetime, int, Record]] = []
+        #: The slot winning each id (spec 1.1: the first record of the id in read order).
+        self._winner = IdIndex(self._table)
+        #: With ``evict``, the slots of the records shown, by the day of their time (date ordinal, UTC): where letting
+        #: go looks, so that it costs that day's records, not a walk over every record held. A slot let go since (or
+        #: given to another record) is passed over there.
+        self._days: dict[int, array[int]] = {}
+        self._shadowed: dict[str, list[int]] = {}
+        #: (time in microseconds, arrival, slot) of the records dated after T.
+        self._hidden: list[tuple[int, int, int]] = []
         #: How many records in _hidden carry each id: holds_id answers for them without walking the heap.
         self._hidden_ids: Counter[str] = Counter()
-        self._loaded: list[Record] = []  # arrived before the first evaluation, in no order
-        self._removed: ById[Record] = ById()  # hidden events removed before they became visible
-        #: The Markdown decisions of each document: the one decision itself while it is alone (most documents hold
-        #: one; a list of one costs more than the dict entry), a list past that (see :func:`document_events`).
-        self._documents: dict[str, Event | list[Event]] = {}
+        self._loaded: array[int] = array(SLOTS)  # arrived before the first evaluation, in no order
+        self._removed: set[int] = set()  # hidden events removed before they became visible
+        #: The Markdown decisions of each document: the one slot while it is alone (most documents hold one), a list
+        #: past that (see :func:`slots_in`).
+        self._documents: dict[str, int | list[int]] = {}
         #: Every label held, as columns (scorers/live/labels.py): the maps below hold their slots.
         self._label_columns = HeldLabels()
         #: The visible labels on each labelled decision id, in arrival order: the one slot while there is one (most
@@ -110,21 +124,22 @@ class ModelState:
         self._file_times: list[tuple[datetime, str]] = []
         # --- indexes.py: over the visible winners
         self._agents: dict[str, Agent] = {}
-        self._state_times: list[datetime] = []
-        #: Times of the visible decisions with a prompt key (the ones a state change can concern), sorted.
-        self._prompted_times: list[datetime] = []
-        self._prompts: defaultdict[tuple[str, str], list[Event]] = defaultdict(list)
-        #: Decisions by the canonical path each path they name resolves to (plan.by_path), by their ids (only winners
-        #: are indexed).
-        self._by_path: defaultdict[str, ByRecordId[Event]] = defaultdict(ByRecordId)
-        #: The decisions a rule's ``signals`` selects, by their ids.
-        self._signal_claims: ByRecordId[Event] = ByRecordId()
+        #: Times (microseconds) of the visible state changes, and of the visible decisions with a prompt key (the
+        #: ones a state change can concern), sorted.
+        self._state_times: array[int] = array("q")
+        self._prompted_times: array[int] = array("q")
+        #: The decisions of each (agent, prompt key), in (ts, read order).
+        self._prompts: dict[tuple[str, str], array[int]] = {}
+        #: Decisions by the canonical path each path they name resolves to (plan.by_path), once per path.
+        self._by_path: dict[str, array[int]] = {}
+        #: The decisions a rule's ``signals`` selects.
+        self._signal_claims: array[int] = array(SLOTS)
         # --- invalidation.py and sums.py
-        self._dirty: ById[Event] = ById()
+        self._dirty: set[int] = set()
         #: Every decision is to be re-run (a rebuild): no entry per decision in _dirty, a million of them at a start.
         self._all_dirty = False
-        #: When cached outcomes stop being valid by time alone, with their decisions.
-        self._expiry: list[tuple[datetime, int, Event]] = []
+        #: (microseconds, arrival, slot): when cached outcomes stop being valid by time alone, with their decisions.
+        self._expiry: list[tuple[int, int, int]] = []
         self._results: dict[tuple[str, str], tuple[tuple[Any, ...], AgentResult]] = {}
         #: Arrivals mark nothing while true: a rebuild marks every decision at once (_all_dirty).
         self._bulk = False
@@ -133,39 +148,54 @@ class ModelState:
         self.evaluated = 0
         self.summed = 0
 
+    def _count_index(self, counts: tuple[int, ...]) -> int:
+        """The position of ``counts`` in the counts table (added when new)."""
+        k = self._count_at.get(counts)
+        if k is None:
+            k = self._count_at[counts] = len(self._counts)
+            self._counts.append(counts)
+        return k
+
+    def _contribution_index(self, contribution: tuple[int, int, int, int]) -> int:
+        """The position of ``contribution`` in the contributions table (added when new)."""
+        k = self._contribution_at.get(contribution)
+        if k is None:
+            k = self._contribution_at[contribution] = len(self._contributions)
+            self._contributions.append(contribution)
+        return k
+
     if TYPE_CHECKING:
         # What each part offers the others.
 
         # visibility.py
         def _let_go(self, record_id: str) -> bool: ...
-        def _show(self, e: Record) -> None: ...
-        def _show_sorted(self, records: Iterable[Record]) -> None: ...
-        def _is_decision(self, e: Record) -> bool: ...
-        def _file_document(self, e: Event) -> None: ...
+        def _show(self, s: int) -> None: ...
+        def _file_document(self, s: int) -> None: ...
+        def _unfile_document(self, s: int) -> None: ...
         def add_labels(self, labels: Iterable[Label]) -> None: ...
         def add_checks(self, checks: Iterable[CheckResult]) -> None: ...
-        def records(self) -> list[Record]: ...
+        def records(self) -> list[Event]: ...
 
         # indexes.py
-        def _index(self, e: Record) -> None: ...
-        def _index_last(self, e: Record) -> None: ...
-        def _unindex(self, e: Record) -> None: ...
-        def _index_paths(self, e: Event, *, add: bool) -> None: ...
+        def _index(self, s: int) -> None: ...
+        def _index_last(self, s: int) -> None: ...
+        def _unindex(self, s: int) -> None: ...
+        def _index_paths(self, s: int, e: Event, *, add: bool) -> None: ...
         def _index_every_path(self) -> None: ...
         def _forget_agent(self, agent: str) -> None: ...
         def _changed(self, a: Agent, i: int) -> None: ...
         def _prompt_key(self, prompt: str | None) -> str | None: ...
         def _path_key(self, path: str) -> str: ...
-        def _next_same_prompt(self, d: Event) -> Event | None: ...
+        def _next_same_prompt(self, s: int) -> int | None: ...
         def _put_file(self, path: str, f: FileState | None) -> None: ...
 
         # invalidation.py
-        def _touch(self, e: Event) -> None: ...
-        def _touch_neighbours(self, e: Event, a: Agent) -> None: ...
-        def _touch_state_change(self, t: datetime) -> None: ...
+        def _touch(self, s: int) -> None: ...
+        def _touch_neighbours(self, s: int, e: Event, a: Agent) -> None: ...
+        def _touch_state_change(self, us: int) -> None: ...
         def _touch_path(self, path: str, created: set[datetime]) -> None: ...
         def _touch_citing(self, keys: set[tuple[str, str]]) -> None: ...
-        def _touch_relinked(self, named: Iterable[Event]) -> None: ...
+        def _touch_relinked(self, named: Iterable[int]) -> None: ...
 
         # eviction.py
         def _let_go_of_checks_and_file_times(self, horizon: datetime) -> None: ...

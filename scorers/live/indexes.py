@@ -1,8 +1,9 @@
 """The indexes the rules read, over the visible winners, and the model's answers to the rules' lookups.
 
-Each agent's decisions in (ts, read order) with their cached counts (:class:`Agent`); the state-change times; the
-answers to each prompt; the decisions by the paths they name; the file index and the symlinks. The lookups
-themselves (:class:`~scorers.context.RuleContext`) are scorers/lookups.py's, as in the pure evaluation.
+Each agent's decisions in (ts, read order) with their cached counts (:class:`~scorers.live.agents.Agent`); the
+state-change times; the answers to each prompt; the decisions by the paths they name; the file index and the
+symlinks. Every index holds slots of the table (scorers/live/table.py); a rule is given the Events they stand for. The
+lookups themselves (:class:`~scorers.context.RuleContext`) are scorers/lookups.py's, as in the pure evaluation.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import bisect
 import heapq
 from array import array
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
@@ -18,204 +18,121 @@ from collectors.links import LinkMap, Links
 from collectors.records import CheckResult, Event, FileEntry, Label
 from collectors.rfc3339 import from_us, to_us
 from scorers.context import paths_of, prompt_key
-from scorers.live.base import ModelState
-from scorers.live.records import ByRecordId, Record, Stub, ts_of
-from scorers.lookups import (
-    CurrentChecks,
-    FileState,
-    any_between,
-    previous_in,
-    sort_key,
-)
-
-
-class Anchored:
-    """One agent's decisions whose outcome of one window-dependent rule needs an earlier record inside the window
-    (:attr:`~scorers.rule.Rule.reaches_back`): a window whose edge passed that record's time takes their counts
-    back out when it sums."""
-
-    __slots__ = ("contributions", "decisions", "needs", "sorted_times", "times")
-
-    def __init__(self) -> None:
-        #: Per decision (aligned with Agent.events): the time the window must hold for its outcome to count, or None.
-        self.times: list[datetime | None] = []
-        self.sorted_times: list[datetime] = []
-        #: The decisions with a time, in (ts, read order), and beside each its time (``needs``) and (passed, counted,
-        #: pending, false gaps) (``contributions``, tuples shared by the model): what a window whose edge passed that
-        #: time takes back out, without finding the decision's position. Two lists, not one of 5-tuples: a tuple per
-        #: decision would cost more than both.
-        self.decisions: list[Event] = []
-        self.needs: list[datetime] = []
-        self.contributions: list[tuple[int, int, int, int]] = []
-
-    def set(self, e: Event, i: int, t: datetime | None, contribution: tuple[int, int, int, int],
-            merged: list[datetime] | None) -> None:
-        """The decision ``e`` at ``i`` now needs ``t`` inside the window for ``contribution`` to count (``merged``: the
-        agent's times of every such rule, when it has more than this one)."""
-        old = self.times[i]
-        if old is not None:
-            del self.sorted_times[bisect.bisect_left(self.sorted_times, old)]
-            if merged is not None:
-                del merged[bisect.bisect_left(merged, old)]
-            j = bisect.bisect_left(self.decisions, sort_key(e), key=sort_key)
-            del self.decisions[j], self.needs[j], self.contributions[j]
-        if t is not None:
-            bisect.insort(self.sorted_times, t)
-            if merged is not None:
-                bisect.insort(merged, t)
-            key, decisions = sort_key(e), self.decisions
-            # A first evaluation sets them in (ts, read order): the end, without a search keyed per step.
-            j = len(decisions) if not decisions or sort_key(decisions[-1]) < key else bisect.bisect_left(
-                decisions, key, key=sort_key)
-            decisions.insert(j, e)
-            self.needs.insert(j, t)
-            self.contributions.insert(j, contribution)
-        self.times[i] = t
-
-
-class Agent:
-    """One agent's visible decisions in (ts, read order), with their cached counts."""
-
-    __slots__ = ("anchor_times", "anchored", "awaiting", "counts", "events", "labelled", "merged", "prefix", "tail",
-                 "tail_key", "version")
-
-    def __init__(self, zero: tuple[int, ...], anchored: int, follow_ups: int) -> None:
-        self.events: list[Event] = []
-        #: Per decision: (passed, counted, pending) per rule, then its false gaps (see scorers/live/plan.py).
-        self.counts: list[tuple[int, ...]] = []
-        #: Per window-dependent rule, the decisions whose outcome needs an earlier record inside the window.
-        self.anchored = tuple(Anchored() for _ in range(anchored))
-        #: Their times, all rules together, sorted: how many a window's edge has passed is one bisection. With one
-        #: such rule, its own list; with several, a list of its own kept beside theirs (``merged``).
-        self.anchor_times: list[datetime] = self.anchored[0].sorted_times if anchored == 1 else []
-        self.merged = self.anchor_times if anchored > 1 else None
-        #: Column sums of ``counts[:k * BLOCK]`` at ``prefix[k * columns:(k + 1) * columns]``, for the leading k
-        #: kept here (k = 0 always; sums.py). Flat machine integers.
-        self.prefix = array("q", zero)
-        #: Ids of this agent's labelled decisions → the slot of their latest visible label (a reply can matter until
-        #: a rule's reply horizon after its time; the model's HeldLabels has it).
-        self.labelled: dict[str, int] = {}
-        #: Per rule reading follow-ups: the decisions waiting for one, in (ts, read order).
-        self.awaiting: tuple[list[Event], ...] = tuple([] for _ in range(follow_ups))
-        self.version = 0
-        #: Column sums of the decisions after the last whole block, for (version, number of decisions).
-        self.tail: tuple[int, ...] = zero
-        self.tail_key: tuple[int, int] = (-1, -1)
-
-    def index(self, e: Event) -> int | None:
-        """Where ``e`` is in :attr:`events`, or None when it is not there."""
-        i = bisect.bisect_left(self.events, sort_key(e), key=sort_key)
-        return i if i < len(self.events) and self.events[i] is e else None
-
-    def between(self, after: datetime, until: datetime) -> tuple[int, int]:
-        """The slice of decisions with ``after < ts ≤ until``."""
-        return bisect.bisect_right(self.events, after, key=ts_of), bisect.bisect_right(self.events, until, key=ts_of)
+from scorers.live.agents import NONE, Agent, find, insert
+from scorers.live.base import SLOTS, ModelState
+from scorers.lookups import CurrentChecks, FileState
 
 
 class Indexing(ModelState):
     """Winners into and out of the indexes; the file index; the lookups the rules make."""
 
-    def _index(self, e: Record) -> None:
-        """Add a visible winner to the indexes the rules read, and mark what it can change."""
-        if e.kind in self._state_kinds:
-            bisect.insort(self._state_times, e.ts)
-            if not self._bulk:
-                self._touch_state_change(e.ts)
-        if isinstance(e, Stub) or not self._is_decision(e):
-            return  # not a decision: in no other index
-        plan = self.plan
-        a = self._agents.get(e.agent)
+    def _agent(self, name: str) -> Agent:
+        """The agent's indexes (made when new)."""
+        a = self._agents.get(name)
         if a is None:
-            a = self._agents[e.agent] = Agent(plan.zero, len(plan.anchored), len(plan.follow_ups))
-        at_end = not a.events or sort_key(a.events[-1]) <= sort_key(e)  # the bulk load's case: no search
-        i = len(a.events) if at_end else bisect.bisect_left(a.events, sort_key(e), key=sort_key)
-        a.events.insert(i, e)
-        a.counts.insert(i, plan.zero)
+            plan = self.plan
+            a = self._agents[name] = Agent(plan.zero, len(plan.anchored), len(plan.follow_ups))
+        return a
+
+    def _index(self, s: int) -> None:
+        """Add a visible winner to the indexes the rules read, and mark what it can change."""
+        t = self._table
+        us = t.ts[s]
+        if t.kind(s) in self._state_kinds:
+            bisect.insort(self._state_times, us)
+            if not self._bulk:
+                self._touch_state_change(us)
+        if not t.is_decision(s):
+            return  # not a decision: in no other index
+        plan, e = self.plan, t.event(s)
+        a = self._agent(e.agent)
+        i = insert(a.events, s, t)
+        a.counts.insert(i, 0)
         for an in a.anchored:
-            an.times.insert(i, None)
+            an.times.insert(i, NONE)
         self._changed(a, i)
         if plan.replies and e.id in self._labels:
-            a.labelled[e.id] = self._label_columns.latest(self._labels[e.id])
+            a.set_labelled(s, self._label_columns.latest(self._labels[e.id]))
         for (_, _, awaits), waiting in zip(plan.follow_ups, a.awaiting, strict=True):
             if awaits is None or awaits(e, self):
-                bisect.insort(waiting, e, key=sort_key)
+                insert(waiting, s, t)
         key = self._prompt_key(e.prompt)
         if key is not None:
-            bisect.insort(self._prompted_times, e.ts)
-            group = self._prompts[(e.agent, key)]
-            if not group or sort_key(group[-1]) <= sort_key(e):
-                group.append(e)
-            else:
-                group.insert(bisect.bisect_left(group, sort_key(e), key=sort_key), e)
-        self._index_paths(e, add=True)
+            bisect.insort(self._prompted_times, us)
+            insert(self._prompts.setdefault((e.agent, key), array(SLOTS)), s, t)
+        self._index_paths(s, e, add=True)
         if not self._bulk:  # a rebuild marks them all at once (_all_dirty)
-            self._dirty[id(e)] = e
-            self._touch_neighbours(e, a)
+            self._dirty.add(s)
+            self._touch_neighbours(s, e, a)
 
-    def _index_last(self, e: Record) -> None:
-        """:meth:`_index` in a rebuild (``_bulk``), for a winner that sorts after every one indexed (by
-        :func:`~scorers.lookups.sort_key`): it goes at the end of every index, no search, and into the path and signal
-        maps later (:meth:`_index_every_path`, from :meth:`~scorers.live.sums.Summing.rerun_all`). No prefix sum is
-        dropped: the rebuild's agents hold none yet (their first sums come after the rules ran for every decision)."""
-        kind = e.kind
-        if kind in self._state_kinds:
-            self._state_times.append(e.ts)
-        if isinstance(e, Stub) or (e.line is not None and kind not in self._decision_kinds):
-            return  # not a decision: in no other index
-        plan = self.plan
-        a = self._agents.get(e.agent)
+    def _index_last(self, s: int) -> None:
+        """:meth:`_index` in a rebuild (``_bulk``), for a decision winning its id that sorts after every one of its
+        agent indexed (by :meth:`~scorers.live.table.Table.key`): it goes at the end of its agent's indexes, no
+        search, into the times of prompted decisions unsorted (the rebuild sorts them once), and into the path and
+        signal maps later (:meth:`_index_every_path`, from :meth:`~scorers.live.sums.Summing.rerun_all`). No prefix
+        sum is dropped: the rebuild's agents hold none yet (their first sums come after the rules ran for every
+        decision)."""
+        t, plan = self._table, self.plan
+        agent = t.agent(s)
+        a = self._agents.get(agent)
         if a is None:
-            a = self._agents[e.agent] = Agent(plan.zero, len(plan.anchored), len(plan.follow_ups))
+            a = self._agent(agent)
             a.version = next(self._seq)
-        a.events.append(e)
-        a.counts.append(plan.zero)
+        a.events.append(s)
+        a.counts.append(0)
         for an in a.anchored:
-            an.times.append(None)
-        if plan.replies and e.id in self._labels:
-            a.labelled[e.id] = self._label_columns.latest(self._labels[e.id])
-        if plan.follow_ups:
+            an.times.append(NONE)
+        if plan.follow_ups:  # (no label is filed yet: a rebuild files them after its records, _show_label)
+            e = t.event(s)
             for (_, _, awaits), waiting in zip(plan.follow_ups, a.awaiting, strict=True):
                 if awaits is None or awaits(e, self):
-                    waiting.append(e)
-        prompt = e.prompt
+                    waiting.append(s)
+        prompt = t.prompt(s)
         if prompt is not None:
             key = self._prompt_key(prompt)
             if key is not None:
-                self._prompted_times.append(e.ts)
-                self._prompts[(e.agent, key)].append(e)
-        # Not filed by path here: no rule reads those maps, so the rebuild files every decision once its rules run
-        # elsewhere (_index_every_path), while that work goes on.
+                self._prompted_times.append(t.ts[s])
+                group = self._prompts.get((agent, key))
+                if group is None:
+                    group = self._prompts[(agent, key)] = array(SLOTS)
+                group.append(s)
 
-    def _unindex(self, e: Record) -> None:
+    def _unindex(self, s: int) -> None:
         """Take a winner out of the indexes, and mark what its going can change."""
-        if e.kind in self._state_kinds:
-            del self._state_times[bisect.bisect_left(self._state_times, e.ts)]
-            self._touch_state_change(e.ts)
-        if isinstance(e, Stub) or not self._is_decision(e):
+        t = self._table
+        us = t.ts[s]
+        if t.kind(s) in self._state_kinds:
+            del self._state_times[bisect.bisect_left(self._state_times, us)]
+            self._touch_state_change(us)
+        if not t.is_decision(s):
             return
-        plan = self.plan
+        plan, e = self.plan, t.event(s)
         a = self._agents[e.agent]
-        i = a.index(e)
+        i = a.index(s, t)
         assert i is not None
         for an in a.anchored:
-            an.set(e, i, None, (0, 0, 0, 0), a.merged)
+            an.set(t, s, i, NONE, 0, a.merged)
             del an.times[i]
         del a.events[i], a.counts[i]
         self._changed(a, i)
-        a.labelled.pop(e.id, None)
+        a.drop_labelled(s)
         for (_, _, awaits), waiting in zip(plan.follow_ups, a.awaiting, strict=True):
             if awaits is None or awaits(e, self):
-                del waiting[bisect.bisect_left(waiting, sort_key(e), key=sort_key)]
+                j = find(waiting, s, t)
+                assert j is not None
+                del waiting[j]
         key = self._prompt_key(e.prompt)
         if key is not None:
-            del self._prompted_times[bisect.bisect_left(self._prompted_times, e.ts)]
+            del self._prompted_times[bisect.bisect_left(self._prompted_times, us)]
             group = self._prompts[(e.agent, key)]
-            del group[bisect.bisect_left(group, sort_key(e), key=sort_key)]  # its successor: _touch_neighbours
+            j = find(group, s, t)
+            assert j is not None
+            del group[j]  # its successor: _touch_neighbours
             if not group:
                 del self._prompts[(e.agent, key)]
-        self._index_paths(e, add=False)
-        self._dirty.pop(id(e), None)
-        self._touch_neighbours(e, a)
+        self._index_paths(s, e, add=False)
+        self._dirty.discard(s)
+        self._touch_neighbours(s, e, a)
         if not a.events:
             self._forget_agent(e.agent)
 
@@ -225,35 +142,40 @@ class Indexing(ModelState):
         for name, _ in self.config.scoring.windows:
             self._results.pop((agent, name), None)
 
-    def _index_paths(self, e: Event, *, add: bool) -> None:
+    def _path_keys(self, e: Event) -> Iterable[str]:
+        """Where a decision is filed by path: each canonical path it names, once."""
+        return dict.fromkeys(self._path_key(p) for p in paths_of(e))
+
+    def _index_paths(self, s: int, e: Event, *, add: bool) -> None:
         plan = self.plan
         if plan.by_path:
-            for p in paths_of(e):
-                key = self._path_key(p)
+            for key in self._path_keys(e):
+                bucket = self._by_path.get(key)
                 if add:
-                    self._by_path[key][e.id] = e
-                else:
-                    bucket = self._by_path.get(key)
-                    if bucket is not None and bucket.get(e.id) is e:
-                        del bucket[e.id]
-                        if not bucket:
-                            del self._by_path[key]
+                    if bucket is None:
+                        bucket = self._by_path[key] = array(SLOTS)
+                    bucket.append(s)
+                elif bucket is not None and s in bucket:
+                    bucket.remove(s)
+                    if not bucket:
+                        del self._by_path[key]
         for selects in plan.signals:
             if selects(e, self):
                 if add:
-                    self._signal_claims[e.id] = e
-                elif self._signal_claims.get(e.id) is e:
-                    del self._signal_claims[e.id]
+                    self._signal_claims.append(s)
+                elif s in self._signal_claims:
+                    self._signal_claims.remove(s)
                 break
 
     def _index_every_path(self) -> None:
         """File every visible decision afresh by the paths it names and the signals it claims (a rebuild's
         :meth:`_index_last` leaves them out: only the model's invalidation reads those maps, never a rule)."""
-        self._by_path = defaultdict(ByRecordId)
-        self._signal_claims = ByRecordId()
+        self._by_path = {}
+        self._signal_claims = array(SLOTS)
+        t = self._table
         for a in self._agents.values():
-            for e in a.events:
-                self._index_paths(e, add=True)
+            for s in a.events:
+                self._index_paths(s, t.event(s), add=True)
 
     def _prompt_key(self, prompt: str | None) -> str | None:
         if prompt is None:
@@ -269,8 +191,8 @@ class Indexing(ModelState):
 
     def put_file(self, path: str, entry: FileEntry | None) -> None:
         """The file-index entry of ``path`` as the store now holds it (None: no entry)."""
-        # The path as a record holds it, where one does (a Markdown decision's document, a log): not a copy per file.
-        self._put_file(self._shared.get(path, path), None if entry is None else FileState.of(entry))
+        # The path as the table holds it, where a record has it (a Markdown decision's document, a log).
+        self._put_file(self._table.strings.get(path, path), None if entry is None else FileState.of(entry))
 
     def add_file_times(self, path: str, modified: Iterable[datetime], deleted: datetime | None) -> None:
         """The entry of ``path``, same ``created``, gained modifications and has this deletion time now.
@@ -309,14 +231,14 @@ class Indexing(ModelState):
         new = LinkMap(links)
         if new == self._files.links:
             return
-        named = {e.id: e for bucket in self._by_path.values() for e in bucket.values()}
+        named = list(dict.fromkeys(s for bucket in self._by_path.values() for s in bucket))
         self._files.links = new
-        self._by_path = defaultdict(ByRecordId)
-        for e in named.values():
-            for p in paths_of(e):
-                self._by_path[self._path_key(p)][e.id] = e
+        self._by_path = {}
+        for s in named:
+            for key in self._path_keys(self._table.event(s)):
+                self._by_path.setdefault(key, array(SLOTS)).append(s)
         if not self._fresh and not self._bulk:
-            self._touch_relinked(named.values())
+            self._touch_relinked(named)
 
     def _path_key(self, path: str) -> str:
         """Where a decision naming ``path`` is filed: the canonical path it names (itself if it leaves the root)."""
@@ -340,12 +262,15 @@ class Indexing(ModelState):
         a = self._agents.get(agent)
         if a is None:
             return ()
-        lo, hi = a.between(after, min(until, self.at))
-        return a.events[lo:hi]
+        t = self._table
+        lo, hi = a.between(to_us(after), to_us(min(until, self.at)), t.ts)
+        return [t.event(s) for s in a.events[lo:hi]]
 
     def state_change_between(self, after: datetime, until: datetime) -> bool:
         """True iff a visible state-change event has ``after < ts ≤ until``."""
-        return any_between(self._state_times, after, until)
+        times = self._state_times
+        i = bisect.bisect_right(times, to_us(after))
+        return i < len(times) and times[i] <= to_us(until)
 
     def exists(self, path: str, t: datetime) -> bool:
         """``exists(p, t)`` over the index as known at T (scorers/lookups.py)."""
@@ -364,22 +289,26 @@ class Indexing(ModelState):
         """The latest earlier decision of the same agent with the same prompt key."""
         if d.prompt is None:
             return None  # no prompt, no key (most decisions: answered without a lookup)
-        group = self._prompt_group(d)
-        return previous_in(group, d) if group else None
-
-    def _next_same_prompt(self, d: Event) -> Event | None:
-        """The next decision of d's agent with d's prompt key, after d (whether or not d is still indexed)."""
-        group = self._prompt_group(d)
-        j = bisect.bisect_right(group, sort_key(d), key=sort_key)
-        return group[j] if j < len(group) else None
-
-    def _prompt_group(self, d: Event) -> list[Event]:
-        """The visible decisions of d's agent with d's prompt key, in (ts, read order); none without a key."""
         key = self._prompt_key(d.prompt)
-        return [] if key is None else self._prompts.get((d.agent, key), [])
+        group = None if key is None else self._prompts.get((d.agent, key))
+        if not group:
+            return None
+        t = self._table
+        i = bisect.bisect_left(group, (to_us(d.ts), d.path, d.generation, d.line or 0), key=t.key)
+        return t.event(group[i - 1]) if i > 0 else None
+
+    def _next_same_prompt(self, s: int) -> int | None:
+        """The next decision of the agent of ``s`` with its prompt key, after it (whether or not it is still
+        indexed)."""
+        t = self._table
+        key = self._prompt_key(t.prompt(s))
+        group = None if key is None else self._prompts.get((t.agent(s), key))
+        if not group:
+            return None
+        j = bisect.bisect_right(group, t.key(s), key=t.key)
+        return group[j] if j < len(group) else None
 
     def current_down_labels(self, decision_id: str) -> list[Label]:
         """Each reviewer's latest visible label on the decision, where it is ``down``, by reviewer."""
         held = self._labels.get(decision_id)
         return [] if held is None else self._label_columns.current_down(held)
-

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from collectors.records import Event
-from scorers.live.base import DAWN
+from collectors.rfc3339 import to_us
+from scorers.live.base import DAWN, SLOTS
 from scorers.live.eviction import Eviction
 from scorers.live.invalidation import Invalidation
-from scorers.live.records import ById, sorted_by_key, ts_of
 from scorers.live.review import Review
 from scorers.live.sums import Split, Summing
+from scorers.live.table import EMPTY, IdIndex
 from scorers.live.visibility import Visibility
 from scorers.rule import Rule
 from scorers.rules import RULES
@@ -65,37 +66,40 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
                 self._evict(horizon)
         self.summed = 0
         all_dirty, self._all_dirty = self._all_dirty, False
-        dirty, self._dirty = self._dirty, ById()
+        dirty, self._dirty = self._dirty, set()
         if all_dirty:  # a rebuild: every decision runs once (those marked since among them)
             self.rerun_all(split)
             return {name: self._window(name, width) for name, width in self.config.scoring.windows}
         self.evaluated = len(dirty)
-        by_agent: dict[str, list[Event]] = defaultdict(list)
-        for e in dirty.values():
-            by_agent[e.agent].append(e)
+        t = self._table
+        by_agent: dict[str, list[int]] = defaultdict(list)
+        for s in dirty:
+            if t.live(s) and t.is_decision(s):
+                by_agent[t.agent(s)].append(s)
         for agent, marked in by_agent.items():
             a = self._agents.get(agent)
             if a is None:
                 continue  # departed since it was marked
             if len(marked) * 16 < len(a.events):
-                for e in marked:
-                    i = a.index(e)
+                for s in marked:
+                    i = a.index(s, t)
                     if i is not None:
-                        self._reevaluate(e, a, i)
+                        self._reevaluate(s, a, i)
             else:  # many of this agent's decisions: one pass, no searches
-                for i, e in enumerate(a.events):
-                    if id(e) in dirty:
-                        self._reevaluate(e, a, i)
+                for i, s in enumerate(a.events):
+                    if s in dirty:
+                        self._reevaluate(s, a, i)
         return {name: self._window(name, width) for name, width in self.config.scoring.windows}
 
     def latest_decisions(self, agents: Iterable[str]) -> dict[str, datetime]:
         """The time of each agent's latest decision up to the last evaluation time (none: the agent is left out)."""
         out: dict[str, datetime] = {}
+        t = self._table
         for agent in agents:
             a = self._agents.get(agent)
-            i = 0 if a is None else bisect.bisect_right(a.events, self.at, key=ts_of)
+            i = 0 if a is None else bisect.bisect_right(a.events, to_us(self.at), key=t.ts.__getitem__)
             if a is not None and i:
-                out[agent] = a.events[i - 1].ts
+                out[agent] = t.time(a.events[i - 1])
         return out
 
     def agent_result(self, agent: str, window: str) -> AgentResult | None:
@@ -104,46 +108,36 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
         if a is None:
             return None
         width = window_width(self.config, window)
-        lo, hi = a.between(self.at - width, self.at)
+        t = self._table
+        lo, hi = a.between(to_us(self.at - width), to_us(self.at), t.ts)
         rules = self.rules
-        rows = [DecisionRow(d, {n: rule.evaluate(d, self, width) for n, rule in rules.items()})
-                for d in a.events[lo:hi]]
+        rows = []
+        for s in a.events[lo:hi]:
+            d = t.event(s)
+            rows.append(DecisionRow(d, {n: rule.evaluate(d, self, width) for n, rule in rules.items()}))
         return score_agent(agent, rows, self.config, rules)
 
     def _rebuild(self, at: datetime, horizon: datetime | None) -> None:
         """Index every stored record afresh for ``at`` (first evaluation, or the clock went back), letting go of
         those up to ``horizon`` first (see eviction.py) when that is due."""
-        events = self._stored_events()
+        t = self._table
+        slots = self._stored_slots()
         if horizon is not None:
-            # An id goes with all its records: it has one dated up to the horizon and none after. Built from the
-            # old records only (a map of every id to its newest time would cost a start where nothing is that old).
-            old = {e.id for e in events if e.ts <= horizon}
-            if old:
-                old -= {e.id for e in events if e.ts > horizon and e.id in old}
-                events = [e for e in events if e.id not in old]
-            for rid in old:
-                self._evicted.add(rid)
-            self._let_go_of_checks_and_file_times(horizon)
-            self.evicted_to = horizon
+            slots = self._let_go_of_ids_before(slots, horizon)
         labels = self._label_columns, self._labels_to_file_again()
         files = dict(self._files.files)
         checks = self._all_checks
         evicted, evicted_to, links = self._evicted, self.evicted_to, self._files.links
         elsewhere = self.let_go_elsewhere, self.let_go_elsewhere_count
         self.__init__(self.config, evict=self.evicts, rules=self.rules)  # type: ignore[misc]
+        self._table, self._winner = t, IdIndex(t, len(slots))
         self._evicted, self.evicted_to, self._files.links = evicted, evicted_to, links
         self.let_go_elsewhere, self.let_go_elsewhere_count = elsewhere
         self._fresh = False
         self.at = at
         self._bulk = True
         self._all_dirty = True
-        self._show_sorted(sorted_by_key(e for e in events if e.ts <= at))
-        for e in events:
-            if e.ts > at:
-                if isinstance(e, Event) and e.line is None:
-                    self._file_document(e)
-                heapq.heappush(self._hidden, (e.ts, next(self._seq), e))
-                self._hidden_ids[e.id] += 1
+        self._show_all(slots)
         # Everything is dirty already: labels, checks and files need no per-record invalidation.
         self._file_labels_again(*labels)
         self.add_checks(checks)
@@ -152,3 +146,97 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
         self._bulk = False
         self._advance(at)
 
+    def _stored_slots(self) -> array[int]:
+        """Every slot still stored (those removed while hidden are let go here)."""
+        t, removed = self._table, self._removed
+        for s in removed:
+            t.release(s)
+        return array(SLOTS, [s for s in self._held_slots() if s not in removed])
+
+    def _let_go_of_ids_before(self, slots: array[int], horizon: datetime) -> array[int]:
+        """``slots`` without the records of the ids whose every record is dated up to ``horizon`` (let go: their
+        slots go back to the table, their ids are noted as let go)."""
+        t = self._table
+        ts, until = t.ts, to_us(horizon)
+        # An id goes with all its records: it has one dated up to the horizon and none after. Built from the old
+        # records only (a map of every id to its newest time would cost a start where nothing is that old).
+        old = {t.id(s) for s in slots if ts[s] <= until}
+        if old:
+            old -= {rid for s in slots if ts[s] > until and (rid := t.id(s)) in old}
+        if old:
+            kept = array(SLOTS)
+            for s in slots:
+                if ts[s] <= until and t.id(s) in old:
+                    t.release(s)
+                else:
+                    kept.append(s)
+            slots = kept
+        for rid in old:
+            self._evicted.add(rid)
+        self._let_go_of_checks_and_file_times(horizon)
+        self.evicted_to = horizon
+        return slots
+
+    def _show_all(self, slots: array[int]) -> None:
+        """Show a rebuild's records at once: those after T hidden, each id's winner found (spec 1.1: the first in
+        read order; a replay let go), then each agent's winners indexed in (ts, read order) without a search."""
+        visible = self._hide_later(slots)
+        self._find_winners(visible)
+        t = self._table
+        for s in visible:
+            if t.live(s):  # (not a replay let go)
+                if self.evicts:
+                    self._file_day(s)
+                if t.is_markdown(s):
+                    self._file_document(s)
+        del visible
+        by_agent: dict[str, array[int]] = {}
+        state, state_kinds, ts = array("q"), self._state_kinds, t.ts
+        for s in self._winner.values():
+            if t.kind(s) in state_kinds:
+                state.append(ts[s])
+            if t.is_decision(s):
+                agent = t.agent(s)
+                held = by_agent.get(agent)
+                if held is None:
+                    held = by_agent[agent] = array(SLOTS)
+                held.append(s)
+        for agent in sorted(by_agent):
+            for s in sorted(by_agent.pop(agent), key=t.key):
+                self._index_last(s)
+        self._state_times = array("q", sorted(state))
+        self._prompted_times = array("q", sorted(self._prompted_times))
+
+    def _hide_later(self, slots: array[int]) -> array[int]:
+        """Put the records of ``slots`` dated after T in the hidden heap; returns the others."""
+        t = self._table
+        ts, at = t.ts, to_us(self.at)
+        visible = array(SLOTS)
+        for s in slots:
+            if ts[s] > at:
+                if t.is_markdown(s):
+                    self._file_document(s)
+                heapq.heappush(self._hidden, (ts[s], next(self._seq), s))
+                self._hidden_ids[t.id(s)] += 1
+            else:
+                visible.append(s)
+        return visible
+
+    def _find_winners(self, visible: array[int]) -> None:
+        """Each id's winner among ``visible`` (the first in read order), the others shadowed behind it; a replay (a
+        record of the same id and read position as one kept) is let go."""
+        t, winner, shadowed = self._table, self._winner, self._shadowed
+        for s in visible:
+            rid = t.id(s)
+            w = winner.get(rid)
+            if w == EMPTY:
+                winner.put(rid, s)
+                continue
+            order = t.order(s)
+            if t.order(w) == order or any(t.order(x) == order for x in shadowed.get(rid, ())):
+                t.release(s)
+                continue
+            if order < t.order(w):
+                winner.put(rid, s)
+                s = w
+            shadowed.setdefault(rid, []).append(s)

@@ -7,12 +7,13 @@ the same test the agent page applies to its rows, here read from the counts the 
 
 from __future__ import annotations
 
-import bisect
 from datetime import timedelta
 
-from collectors.records import Event, Label
+from collectors.records import Label
+from collectors.rfc3339 import to_us
+from scorers.live.agents import NONE
 from scorers.live.base import ModelState
-from scorers.live.records import ts_of
+from scorers.live.table import EMPTY
 from scorers.progress import LabelTally, tally_counts
 
 
@@ -29,17 +30,17 @@ class Review(ModelState):
         Made again only after a label, or the record winning a labelled id, changed (see ``_tally``)."""
         if self._tally is None:
             counted = []
-            winner, is_decision, columns = self._winner.get, self._is_decision, self._label_columns
+            winner, t, columns = self._winner.get, self._table, self._label_columns
             kind, values = columns.kind, columns.current_values
             up = [int(k[0] == "up") for k in columns.kinds]
             for decision_id, held in self._labels.items():
                 d = winner(decision_id)
-                if isinstance(d, Event) and is_decision(d):
+                if d != EMPTY and t.is_decision(d):
                     if type(held) is int:  # one label, the common case, is its reviewer's current one: read in place
-                        counted.append((d.agent, up[kind[held]], 1))
+                        counted.append((t.agent(d), up[kind[held]], 1))
                     else:
                         current = values(held)
-                        counted.append((d.agent, current.count("up"), len(current)))
+                        counted.append((t.agent(d), current.count("up"), len(current)))
             self._tally = tally_counts(counted)
         return dict(self._tally)
 
@@ -47,17 +48,18 @@ class Review(ModelState):
         """Per agent, its decisions in the window of ``width`` that fail a component and carry no label."""
         plan = self.plan
         plain = [s for _, s, _, _ in plan.plain]
-        edge = self.at - width
+        t, table = self._table, self._counts
+        edge = to_us(self.at - width)
         out: dict[str, int] = {}
         for agent, a in self._agents.items():
-            lo, hi = bisect.bisect_right(a.events, edge, key=ts_of), bisect.bisect_right(a.events, self.at, key=ts_of)
+            lo, hi = a.between(edge, to_us(self.at), t.ts)
             count = 0
             for i in range(lo, hi):
-                counts = a.counts[i]
+                counts = table[a.counts[i]]
                 fails = any(counts[s + 1] > counts[s] for s in plain) or any(
-                    counts[s + 1] > counts[s] and (an.times[i] is None or an.times[i] > edge)  # type: ignore[operator]
+                    counts[s + 1] > counts[s] and (an.times[i] == NONE or an.times[i] > edge)
                     for (_, s, _, _), an in zip(plan.anchored, a.anchored, strict=True))
-                if fails and a.events[i].id not in self._labels:
+                if fails and t.id(a.events[i]) not in self._labels:
                     count += 1
             out[agent] = count
         return out

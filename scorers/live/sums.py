@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from collectors.records import Event
+from collectors.rfc3339 import to_us
+from scorers.live.agents import NONE, Agent
 from scorers.live.base import NEVER, NO_WIDTH
-from scorers.live.indexes import Agent, Indexing
-from scorers.live.records import ts_of
+from scorers.live.indexes import Indexing
 from scorers.lookups import check_expires, current_check
 from scorers.outcome import NOT_APPLICABLE, PENDING
 from scorers.score import AgentResult, ComponentResult, WindowResult, summarise
@@ -53,14 +53,15 @@ BLOCK = 32
 class Summing(Indexing):
     """Per-decision counts from the rules (run over the indexes), and per-(agent, window) sums of them."""
 
-    def _reevaluate(self, e: Event, a: Agent, i: int) -> None:
-        """Run the rules for ``e`` (at ``a.events[i]``) and keep its counts and when they stop being valid."""
-        self._apply(e, a, i, self._outcomes(e, a, i))
+    def _reevaluate(self, s: int, a: Agent, i: int) -> None:
+        """Run the rules for the decision ``s`` (at ``a.events[i]``) and keep its counts and when they stop being
+        valid."""
+        self._apply(s, a, i, self._outcomes(s, a, i))
 
-    def _outcomes(self, e: Event, a: Agent, i: int) -> Outcomes:
-        """What the rules say of ``e`` (at ``a.events[i]``), for :meth:`_apply`; reads the model, changes nothing of
-        it (so the decisions of different agents can be worked out apart: see :meth:`rerun_all`)."""
-        plan = self.plan
+    def _outcomes(self, s: int, a: Agent, i: int) -> Outcomes:
+        """What the rules say of the decision ``s`` (at ``a.events[i]``), for :meth:`_apply`; reads the model, changes
+        nothing of it (so the decisions of different agents can be worked out apart: see :meth:`rerun_all`)."""
+        plan, e = self.plan, self._table.event(s)
         counts = [0] * plan.columns
         gaps = plan.false_gaps
         until = NEVER
@@ -97,23 +98,21 @@ class Summing(Indexing):
                         until = deadline
             else:
                 t = None  # a — adds nothing to any window, in it or not
-            anchors.append((t, (passed, counted, undecided, gap)) if t is not None or an.times[i] is not None
-                           else None)
+            anchors.append((t, (passed, counted, undecided, gap)) if t is not None or an.times[i] != NONE else None)
         return tuple(counts), until, tuple(anchors)
 
-    def _apply(self, e: Event, a: Agent, i: int, outcomes: Outcomes) -> None:
-        """Keep what :meth:`_outcomes` said of ``e`` (at ``a.events[i]``): its counts, the times its outcomes need
-        inside the window, and when they stop being valid."""
+    def _apply(self, s: int, a: Agent, i: int, outcomes: Outcomes) -> None:
+        """Keep what :meth:`_outcomes` said of the decision ``s`` (at ``a.events[i]``): its counts, the times its
+        outcomes need inside the window, and when they stop being valid."""
         counts, until, anchors = outcomes
-        share = self._shared.setdefault
         for anchor, an in zip(anchors, a.anchored, strict=True):
             if anchor is not None:
                 t, added = anchor
-                an.set(e, i, t, share(("contribution", added), added), a.merged)
+                an.set(self._table, s, i, NONE if t is None else to_us(t), self._contribution_index(added), a.merged)
         self._changed(a, i)
-        a.counts[i] = share(("counts", counts), counts)
+        a.counts[i] = self._count_index(counts)
         if until < NEVER:
-            heapq.heappush(self._expiry, (until, next(self._seq), e))
+            heapq.heappush(self._expiry, (to_us(until), next(self._seq), s))
 
     def rerun_all(self, split: Split | None = None) -> None:
         """Run the rules for every decision (a rebuild). ``split`` may start a :class:`Helper` working out the agents'
@@ -146,13 +145,13 @@ class Summing(Indexing):
         if len(outcomes) != len(a.events):
             self._rerun(a)
             return
-        for k, (d, o) in enumerate(zip(a.events, outcomes, strict=True)):
-            self._apply(d, a, k, o)
+        for k, (s, o) in enumerate(zip(a.events, outcomes, strict=True)):
+            self._apply(s, a, k, o)
         self.evaluated += len(a.events)
 
     def _rerun(self, a: Agent) -> None:
-        for k, d in enumerate(a.events):
-            self._reevaluate(d, a, k)
+        for k, s in enumerate(a.events):
+            self._reevaluate(s, a, k)
         self.evaluated += len(a.events)
 
     def _outcomes_of(self, names: Sequence[str]) -> list[list[Outcomes]]:
@@ -160,7 +159,7 @@ class Summing(Indexing):
         out = []
         for name in names:
             a = self._agents[name]
-            out.append([self._outcomes(d, a, k) for k, d in enumerate(a.events)])
+            out.append([self._outcomes(s, a, k) for k, s in enumerate(a.events)])
         return out
 
     def _changed(self, a: Agent, i: int) -> None:
@@ -170,15 +169,15 @@ class Summing(Indexing):
         a.version = next(self._seq)
 
     def _window(self, name: str, width: timedelta) -> WindowResult:
-        at = self.at
-        listing = max(self.config.scoring.longest_window, width)
-        edge = at - width
+        at, ts = self.at, self._table.ts
+        listing = to_us(at - max(self.config.scoring.longest_window, width))
+        edge = to_us(at - width)
         agents: dict[str, AgentResult] = {}
         for agent in sorted(self._agents):
             a = self._agents[agent]
-            if not a.events or not a.events[-1].ts > at - listing:
+            if not a.events or not ts[a.events[-1]] > listing:
                 continue
-            lo = bisect.bisect_right(a.events, edge, key=ts_of)
+            lo = bisect.bisect_right(a.events, edge, key=ts.__getitem__)
             # How many outcomes need a time the window no longer holds: with the version, what the sum depends on
             # (each rule's count only grows as the edge moves on, so their total tells them apart).
             stale = bisect.bisect_right(a.anchor_times, edge)
@@ -193,11 +192,11 @@ class Summing(Indexing):
             agents[agent] = result
         return WindowResult(at, name, width, self.config.weights_active, agents)
 
-    def _sum(self, agent: str, a: Agent, lo: int, edge: datetime, stale: int) -> AgentResult:
+    def _sum(self, agent: str, a: Agent, lo: int, edge: int, stale: int) -> AgentResult:
         """The agent's result over its decisions from ``lo``, without the outcomes that need a time at or before
-        ``edge`` (``stale`` of them), which the window no longer holds."""
-        plan = self.plan
-        totals = range_sums(a, lo, plan.zero)
+        ``edge`` (microseconds; ``stale`` of them), which the window no longer holds."""
+        plan, contributions = self.plan, self._contributions
+        totals = range_sums(a, lo, plan.zero, self._counts)
         for (_, s, _, _), an in zip(plan.anchored, a.anchored, strict=True):
             left = stale if a.merged is None else bisect.bisect_right(an.sorted_times, edge)
             if not left:
@@ -205,14 +204,14 @@ class Summing(Indexing):
             # That record is never later than its decision: of the ``left`` decisions whose time is up to the edge,
             # the first ``first`` are themselves up to it (before the window), and the rest are the ones to take out.
             # Counting them ends the walk at the last one instead of at the window's end.
-            first = bisect.bisect_right(an.decisions, edge, key=ts_of)
+            first = bisect.bisect_right(an.decisions, edge, key=self._table.ts.__getitem__)
             left -= first
-            for t, (passed, counted, pending, gaps) in zip(itertools.islice(an.needs, first, None),
-                                                           itertools.islice(an.contributions, first, None),
-                                                           strict=True):
+            for t, c in zip(itertools.islice(an.needs, first, None), itertools.islice(an.contributions, first, None),
+                            strict=True):
                 if not left:
                     break
                 if t <= edge:
+                    passed, counted, pending, gaps = contributions[c]
                     left -= 1
                     totals[s] -= passed
                     totals[s + 1] -= counted
@@ -228,27 +227,28 @@ def column_sums(rows: Sequence[tuple[int, ...]], zero: tuple[int, ...]) -> list[
     return [sum(col) for col in zip(*rows, strict=True)] if rows else list(zero)
 
 
-def range_sums(a: Agent, lo: int, zero: tuple[int, ...]) -> list[int]:
-    """Column sums of ``a.counts[lo:]``: the whole blocks as a difference of cached prefix sums (extended as
-    needed), the partial blocks at either end directly.
+def range_sums(a: Agent, lo: int, zero: tuple[int, ...], table: Sequence[tuple[int, ...]]) -> list[int]:
+    """Column sums of the counts of ``a``'s decisions from ``lo`` on (``a.counts`` holds their positions in ``table``):
+    the whole blocks as a difference of cached prefix sums (extended as needed), the partial blocks at either end
+    directly.
 
     A live agent changes at its tail, so all but its last prefix stay cached from one evaluation to the next, and
     a window costs the same however many decisions it holds.
     """
-    n = len(a.counts)
+    n, counts = len(a.counts), a.counts
     first = -(-lo // BLOCK)  # the first whole block in the range
     last = n // BLOCK  # whole blocks end before this one
     if first >= last:
-        return column_sums(a.counts[lo:], zero)
+        return column_sums([table[c] for c in counts[lo:]], zero)
     p, w = a.prefix, len(zero)
     while len(p) <= last * w:
         k = len(p) // w - 1  # prefixes 0..k are cached: add block k
-        block = column_sums(a.counts[k * BLOCK:(k + 1) * BLOCK], zero)
+        block = column_sums([table[c] for c in counts[k * BLOCK:(k + 1) * BLOCK]], zero)
         p.extend([x + y for x, y in zip(p[k * w:(k + 1) * w], block, strict=True)])
     # The tail after the last whole block is the same for every window: summed once per version of the agent.
     key = (a.version, n)
     if a.tail_key != key:
-        a.tail_key, a.tail = key, tuple(column_sums(a.counts[last * BLOCK:], zero))
-    head = column_sums(a.counts[lo:first * BLOCK], zero)
+        a.tail_key, a.tail = key, tuple(column_sums([table[c] for c in counts[last * BLOCK:]], zero))
+    head = column_sums([table[c] for c in counts[lo:first * BLOCK]], zero)
     return [end - start + h + t for end, start, h, t in
             zip(p[last * w:(last + 1) * w], p[first * w:(first + 1) * w], head, a.tail, strict=True)]

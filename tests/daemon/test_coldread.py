@@ -27,7 +27,6 @@ from daemon.modelkeeper import LiveFeed
 from daemon.simulate import simulate
 from daemon.store import Store
 from scorers.live.columns import columns_of, since
-from scorers.live.records import PACKED_LAYOUT, Packed, Record
 from scorers.score import to_json
 
 #: One 24-hour window on three days of data: the first day is behind it and its slack, so the load leaves it in the
@@ -66,16 +65,12 @@ def ingested(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, datetime]:
     return tmp / "honestyd.db", now
 
 
-def _held(record: Record) -> Any:
-    return record.event() if isinstance(record, Packed) else record
-
-
 def _loaded(db: Path, now: datetime, **kw: Any) -> tuple[list[Any], dict[str, Any]]:
     """The records a load holds (sorted, as events) and the windows of its first evaluation."""
     with Store.open(db, readonly=True) as store:
         feed = LiveFeed(CONFIG)
         feed.load(store, now, **kw)
-        records = sorted(map(_held, feed.model.records()))
+        records = sorted(feed.model.records())
         return records, {n: to_json(w) for n, w in feed.evaluate(now, store).items()}
 
 
@@ -173,22 +168,23 @@ def test_records_made_from_columns_are_the_records_made_from_the_rows(ingested: 
     expected.add_rows(rows)
     vocabulary, kinds = model.read_plan()
     model.add_columns(columns_of(rows[k:k + chunk], vocabulary, kinds) for k in range(0, len(rows), chunk))
-    assert [(type(r), r) for r in model._loaded] == [(type(r), r) for r in expected._loaded]
+    t = model._table
+    made = [t.event(s) for s in model._loaded]
+    assert made == [expected._table.event(s) for s in expected._loaded]
     # A chunk's rows after a rowid (the rest were read elsewhere too) are the records of those rows.
     cut = rows[len(rows) // 3][0][0]
     tail, whole = LiveFeed(CONFIG).model, LiveFeed(CONFIG).model
     tail.add_columns([since(columns_of(rows, vocabulary, kinds), cut)])
     whole.add_rows(r for r in rows if r[0][0] > cut)
-    assert tail._loaded == whole._loaded and 0 < len(tail._loaded) < len(rows)
+    assert tail.records() == whole.records() and 0 < len(tail._loaded) < len(rows)
     assert since(columns_of(rows, vocabulary, kinds), rows[-1][0][0]).ids == []
     assert model._documents == expected._documents
-    packed = [r for r in model._loaded if isinstance(r, Packed)]
-    assert any(r.citations for r in packed) and any(r.line is None for r in packed)
-    for slot in range(2, len(PACKED_LAYOUT)):
-        values = [r[slot] for r in packed]
-        assert len({id(v) for v in values}) == len(set(values))
+    assert any(e.citations for e in made) and any(e.line is None for e in made)
+    for name in ("sources", "threads", "citations", "shapes"):  # the values records share, each once, across chunks
+        values = getattr(t, name).values
+        assert values == getattr(expected._table, name).values and len(set(values)) == len(values), name
     for field in ("agent", "kind", "path"):
-        values = [getattr(r, field) for r in packed]
+        values = [getattr(source, field) for source in t.sources.values]
         assert len({id(v) for v in values}) == len(set(values)), field
 
 

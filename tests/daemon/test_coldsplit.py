@@ -69,9 +69,14 @@ def _model() -> LiveModel:
 
 
 def _state(model: LiveModel) -> dict[str, Any]:
-    return {"agents": {n: (a.counts, [(an.times, an.needs, an.contributions) for an in a.anchored])
+    def contributions(an: Any) -> list[Any]:
+        return [model._contributions[c] for c in an.contributions]
+
+    return {"agents": {n: ([model._counts[c] for c in a.counts],
+                           [(an.times, an.needs, contributions(an)) for an in a.anchored])
                        for n, a in model._agents.items()},
-            "expiry": sorted((until, e.order) for until, _, e in model._expiry), "evaluated": model.evaluated}
+            "expiry": sorted((until, model._table.order(s)) for until, _, s in model._expiry),
+            "evaluated": model.evaluated}
 
 
 def test_a_forked_child_works_out_half_the_outcomes_and_the_model_keeps_what_one_pass_keeps() -> None:

@@ -15,12 +15,13 @@ import shutil
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from collectors.records import CheckResult
+from collectors.records import CheckResult, Event
 from collectors.rfc3339 import format_ts
 from daemon import modelcache
 from daemon.config import Config, DaemonSettings, Phrases, Verify
@@ -28,10 +29,9 @@ from daemon.ingest import Ingester
 from daemon.modelkeeper import LiveFeed
 from daemon.simulate import simulate
 from daemon.store import Store
-from scorers.live import LiveModel, Stub
-from scorers.live.records import PACKED_LAYOUT, Packed
+from scorers.live import LiveModel
 from tests.daemon_harness import daemon, stop, wait_for, write_config
-from tests.helpers import ev
+from tests.scorers.live.test_table import _reachable
 
 CONFIG = Config()
 
@@ -119,60 +119,35 @@ def test_a_cached_model_catches_up_to_what_a_cold_load_builds(world: World) -> N
     _same_scores(loaded, cold, world.now + timedelta(days=2))  # and as time goes on (expiring outcomes)
 
 
-def test_a_loaded_model_files_its_records_own_ids_by_day(world: World) -> None:
-    """The ids filed by day (where letting go looks) come back as the strings their records hold, not as a second
-    copy of every id: a million of them were 53 MB of a start from the cache on the benchmark's store."""
-    running = world.fed()
-    # An id filed whose record is no longer held (its file went, as at a deleted finding) must come back too.
-    running.model._days.setdefault(0, []).append("gone-id")
-    filed = {d: list(ids) for d, ids in running.model._days.items()}
-    modelcache.save(running, world.cache, world.store.store_id())
-    loaded = modelcache.load(world.cache, CONFIG, world.store)
-    assert loaded is not None
-    days = loaded.model._days
-    assert days == filed
-    winners = loaded.model._winner
-    held = [i for ids in days.values() for i in ids if i in winners]
-    assert len(held) > 100
-    assert all(winners[i].id is i for i in held)
+def _columns(model: LiveModel) -> dict[str, Any]:
+    """What a model holds, column by column (its table, its ids' index, each agent's columns, the days)."""
+    t = model._table
+    table = {name: getattr(t, name) for name in ("ts", "source", "line", "thread", "cited", "shape", "id_at", "blob",
+                                                 "free")}
+    tables = {name: getattr(t, name).values for name in ("sources", "threads", "citations", "shapes")}
+    agents = {name: (a.events, a.counts, a.awaiting, a.labelled, a.label_slots,
+                     [(an.times, an.decisions, an.needs, an.contributions) for an in a.anchored])
+              for name, a in model._agents.items()}
+    return {"table": table, "tables": tables, "ids": model._winner.slots, "agents": agents, "days": model._days,
+            "prompts": model._prompts, "by_path": model._by_path, "counts": model._counts}
 
 
-def test_a_loaded_model_holds_each_record_and_its_time_once(world: World) -> None:
-    """The indexes refer to the records, and to the records' times, that the columns brought back: not to copies
-    (written as positions, found by address while writing)."""
+def test_a_loaded_model_is_the_columns_it_was_written_as(world: World) -> None:
+    """The cache writes the model's columns and reads them back as they were (slots keep their numbers, the ids'
+    index its table), and the loaded model holds no object per record: a start reads arrays, not a million objects."""
     running = world.fed()
     modelcache.save(running, world.cache, world.store.store_id())
     loaded = modelcache.load(world.cache, CONFIG, world.store)
     assert loaded is not None
-    records = loaded.model.records()
-    held, times = {id(r) for r in records}, {id(r.ts) for r in records}
-    agents = loaded.model._agents.values()
-    indexed = [e for a in agents for e in a.events]
-    # What a repeat's outcome needs inside the window (its previous answer's time): a record's time.
-    previous = [t for a in agents for an in a.anchored for t in an.times if t is not None]
-    assert len(indexed) > 100 and previous
-    assert all(id(e) in held for e in indexed)
-    assert all(id(t) in times for t in previous)
-
-
-def test_a_loaded_model_holds_packed_decisions_sharing_their_shapes(world: World) -> None:
-    """The columns bring decisions back as the model holds them: packed, decisions with equal shapes sharing one."""
-    running = world.fed()
-    modelcache.save(running, world.cache, world.store.store_id())
-    loaded = modelcache.load(world.cache, CONFIG, world.store)
-    assert loaded is not None
-    decisions = [r for r in loaded.model.records() if not isinstance(r, Stub)]
-    assert decisions and all(type(r) is Packed for r in decisions)
-    shapes = [tuple.__getitem__(r, PACKED_LAYOUT.index("shape")) for r in decisions]
-    assert len({id(s) for s in shapes}) == len(set(shapes)) < len(decisions)
-
-
-def test_records_of_a_class_the_columns_do_not_know_are_refused() -> None:
-    """A record the columns have no place for would be left out of the file: writing it fails instead."""
-    packed = LiveModel(CONFIG)
-    packed.add_events([ev("d1", datetime(2026, 5, 1, tzinfo=UTC), line=1)])
-    with pytest.raises(TypeError, match="records other than"):
-        modelcache.pack_records([*packed.records(), ev("d2", datetime(2026, 5, 1, tzinfo=UTC), line=2)])
+    assert _columns(loaded.model) == _columns(running.model)
+    assert len(loaded.model._winner) == len(running.model._winner) > 100
+    assert loaded.model._winner.table is loaded.model._table  # the index reads the loaded table, not a copy
+    loaded.model._table.forget_made()
+    held = _reachable(vars(loaded.model))
+    assert not [o for o in held if isinstance(o, Event)]
+    times = [o for o in held if isinstance(o, datetime)]  # the file index's and the checks' alone
+    model = loaded.model
+    assert len(times) <= 2 * len(model._files.files) + len(model._all_checks) + 4 < len(model._winner)
 
 
 def test_a_cache_the_change_feed_was_pruned_past_is_refused(world: World, caplog: pytest.LogCaptureFixture) -> None:
@@ -326,23 +301,14 @@ def test_the_daemon_writes_the_cache_at_shutdown_and_starts_from_it(tmp_path: Pa
     assert not cache.exists() and "model cache" not in d3.logs()
 
 
-def test_a_loaded_model_keys_its_path_index_and_labels_by_the_records_own_ids(world: World) -> None:
-    """The decisions filed by path and the signal claims (keyed by record id), and the labels' ids (their decisions,
-    the map of their slots, each agent's latest label) come back as the strings their records hold, not as copies."""
+def test_a_loaded_model_answers_for_the_labels_as_the_running_one(world: World) -> None:
+    """The labels (their columns, the map of their slots, each agent's labelled decisions) come back as they were."""
     running = world.fed()
     modelcache.save(running, world.cache, world.store.store_id())
     loaded = modelcache.load(world.cache, CONFIG, world.store)
     assert loaded is not None
     model = loaded.model
-    winners = model._winner
-    by_path = [(k, e) for bucket in model._by_path.values() for k, e in bucket.items()]
-    assert len(by_path) > 10
-    assert all(k is e.id and winners[k] is e for k, e in [*by_path, *model._signal_claims.items()])
-    labelled = [k for k in model._labels if k in winners]
-    latest = [k for a in model._agents.values() for k in a.labelled]
-    assert labelled and latest
-    assert all(winners[k].id is k for k in [*labelled, *latest])
-    decisions = [d for d in model._label_columns.decision if d is not None and d in winners]
-    assert len(decisions) == len(labelled) and all(winners[d].id is d for d in decisions)
+    assert model._labels and model._labels == running.model._labels
     assert {k: model.visible_labels(k) for k in model._labels} == {
         k: running.model.visible_labels(k) for k in running.model._labels}
+    assert model.label_tally() == running.model.label_tally()

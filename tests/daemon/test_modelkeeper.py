@@ -26,8 +26,7 @@ from daemon.modelkeeper import LiveFeed, ModelKeeper
 from daemon.simulate import simulate
 from daemon.store import Store
 from scorers.context import Context
-from scorers.live import visibility
-from scorers.live.records import PACKED_LAYOUT, Packed, Stub
+from scorers.live import table
 from scorers.score import WindowResult, evaluate_window, to_json
 
 #: One 24-hour window: on four days of data, the first two are behind it and its day of slack, so they are let go.
@@ -76,7 +75,7 @@ def test_ids_let_go_leave_ram_and_a_late_duplicate_of_one_still_loses(tmp_path: 
 
 
 
-@pytest.mark.parametrize("held", [3, visibility.RAW_HELD])
+@pytest.mark.parametrize("held", [3, table.RAW_HELD])
 def test_a_load_makes_from_the_rows_the_records_the_events_would_make(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                        held: int) -> None:
     """LiveFeed.load builds the model's records straight from the store's rows (no Event per row in between): each is
@@ -84,7 +83,7 @@ def test_a_load_makes_from_the_rows_the_records_the_events_would_make(tmp_path: 
     agents share one object, and the model holds the same shared values. The raw shapes remembered along the way are
     forgotten every few rows (``held`` 3), or never here; a log rewritten in place holds its texts again under a new
     generation (a raw shape differing in that alone is another shape)."""
-    monkeypatch.setattr(visibility, "RAW_HELD", held)
+    monkeypatch.setattr(table, "RAW_HELD", held)
     root = tmp_path / "state"
     now = simulate(5, root, agents=3, days=2).end
     with Store.open(tmp_path / "honestyd.db") as store:
@@ -97,17 +96,19 @@ def test_a_load_makes_from_the_rows_the_records_the_events_would_make(tmp_path: 
         model, expected = LiveFeed(CONFIG).model, LiveFeed(CONFIG).model
         model.add_rows(store.event_rows_up_to(store.feed_marks()[0]))  # as LiveFeed.load reads them
         expected.add_events(e for _, e in store.events_up_to(store.feed_marks()[0]))
-    made = model._loaded
-    assert [(type(r), r) for r in made] == [(type(r), r) for r in expected._loaded]
-    assert model._shared == expected._shared and model._documents == expected._documents
-    packed = [r for r in made if isinstance(r, Packed)]
-    assert any(isinstance(r, Stub) for r in made) and any(r.line is None for r in packed)
-    assert any(r.citations for r in packed) and any(r.subject for r in packed) and any(r.alternatives for r in packed)
-    for slot in range(2, len(PACKED_LAYOUT)):  # source, line, thread, citations, shape: equal ones are one object
-        values = [r[slot] for r in packed]
-        assert len({id(v) for v in values}) == len(set(values)), PACKED_LAYOUT[slot]
-    for field in ("agent", "kind", "path"):  # and inside the sources
-        values = [getattr(r, field) for r in packed]
+    t, u = model._table, expected._table
+    made = [t.event(s) for s in model._loaded]
+    assert made == [u.event(s) for s in expected._loaded]
+    assert model._documents == expected._documents
+    for column in ("ts", "source", "line", "thread", "cited", "shape", "id_at", "blob"):
+        assert getattr(t, column) == getattr(u, column), column
+    for name in ("sources", "threads", "citations", "shapes"):  # the values records share, each once
+        values = getattr(t, name).values
+        assert values == getattr(u, name).values and len(set(values)) == len(values), name
+    assert any(e.kind not in CONFIG.decision_kinds for e in made) and any(e.line is None for e in made)
+    assert any(e.citations for e in made) and any(e.subject for e in made) and any(e.alternatives for e in made)
+    for field in ("agent", "kind", "path"):  # and the strings inside the sources
+        values = [getattr(source, field) for source in t.sources.values]
         assert len({id(v) for v in values}) == len(set(values)), field
 
 

@@ -27,12 +27,16 @@ from hypothesis import strategies as st
 
 from collectors import phrases
 from collectors.records import CheckResult, Event, FileEntry, Label
+from collectors.rfc3339 import to_us
 from daemon import modelcache
 from daemon.config import Config, GitHub, Phrases
 from daemon.modelkeeper import LiveFeed
 from scorers import live
 from scorers.context import Context, Records, paths_of, sort_key
 from scorers.live import HistoryEvicted, LiveModel, Vocabulary, eviction, reduce_text, sums
+from scorers.live.agents import NONE
+from scorers.live.base import slots_in
+from scorers.live.table import EMPTY, Table
 from scorers.score import RULES, Rules, evaluate_window, to_json
 from tests.helpers import T0, ev, label
 
@@ -288,54 +292,76 @@ def _through_the_cache(model: LiveModel) -> LiveModel:
 def _assert_let_go_of_all_it_may(model: LiveModel) -> None:
     """Right after an evaluation that let go: no id the model holds has all its records up to ``evicted_to`` and none
     hidden (the scores cannot show a record kept too long; this does)."""
-    hidden = {h[2].id for h in model._hidden}
-    for rid, w in model._winner.items():
+    t = model._table
+    hidden = {t.id(h[2]) for h in model._hidden}
+    until = to_us(model.evicted_to)
+    for w in model._winner.values():
+        rid = t.id(w)
         records = [w, *model._shadowed.get(rid, ())]
-        assert rid in hidden or any(r.ts > model.evicted_to for r in records), (rid, records, model.evicted_to)
+        assert rid in hidden or any(t.ts[r] > until for r in records), (rid, records, model.evicted_to)
+
+
+def _assert_slots_hold(model: LiveModel) -> None:
+    """Every record the model holds is in exactly one live slot of its table, and every slot in use is held: a slot
+    let go while still named (or named twice) would show another record's fields in its place; this checks it."""
+    t = model._table
+    held = model._held_slots()
+    assert len(held) == len(set(held)) == len(t)
+    assert all(t.live(s) for s in held)
+    assert not set(held) & set(t.free)
+    for path, filed in model._documents.items():
+        slots = slots_in(filed)
+        assert len(slots) == len(set(slots)) and set(slots) <= set(held), path
+        assert all(t.is_markdown(s) and t.path(s) == path for s in slots)
+    for rid, rest in model._shadowed.items():
+        assert rest and model._winner.get(rid) != EMPTY and all(t.id(s) == rid for s in rest)
+    assert all(t.id(w) in model._winner and model._winner.get(t.id(w)) == w for w in model._winner.values())
 
 
 def _assert_indexes_hold(model: LiveModel) -> None:
     """Every index the rules read holds exactly the visible winners it would hold if they were indexed afresh, and
     every cached prefix sum is the sum it stands for: the scores cannot show an index entry of a record let go
     while no rule reaches it, nor a stale prefix of an agent no window sums across; this does."""
+    _assert_slots_hold(model)
+    t = model._table
     winners = list(model._winner.values())
-    decisions = [w for w in winners if isinstance(w, Event) and model._is_decision(w)]
-    by_agent: dict[str, list[Event]] = {}
-    for d in sorted(decisions, key=sort_key):
-        by_agent.setdefault(d.agent, []).append(d)
-    assert {agent: a.events for agent, a in model._agents.items()} == by_agent
-    assert model._state_times == sorted(w.ts for w in winners if w.kind in model._state_kinds)
-    keys = {id(d): key for d in decisions if (key := model._prompt_key(d.prompt)) is not None}
-    assert model._prompted_times == sorted(d.ts for d in decisions if id(d) in keys)
-    groups: dict[tuple[str, str], list[Event]] = {}
+    decisions = [w for w in winners if t.is_decision(w)]
+    by_agent: dict[str, list[int]] = {}
+    for d in sorted(decisions, key=t.key):
+        by_agent.setdefault(t.agent(d), []).append(d)
+    assert {agent: list(a.events) for agent, a in model._agents.items()} == by_agent
+    assert list(model._state_times) == sorted(t.ts[w] for w in winners if t.kind(w) in model._state_kinds)
+    keys = {d: key for d in decisions if (key := model._prompt_key(t.prompt(d))) is not None}
+    assert list(model._prompted_times) == sorted(t.ts[d] for d in keys)
+    groups: dict[tuple[str, str], list[int]] = {}
     for agent, events in by_agent.items():
         for d in events:
-            if id(d) in keys:
-                groups.setdefault((agent, keys[id(d)]), []).append(d)
-    assert {k: g for k, g in model._prompts.items() if g} == groups
-    held = {id(d) for d in decisions}
-    # Filed by their ids, the records' own strings (no key object of their own).
-    assert all(id(e) in held and k is e.id for bucket in model._by_path.values() for k, e in bucket.items())
-    filed = {(key, id(e)) for key, bucket in model._by_path.items() for e in bucket.values()}
-    assert filed == {(model._path_key(p), id(d)) for d in decisions for p in paths_of(d)}
-    assert all(id(e) in held and k is e.id for k, e in model._signal_claims.items())
+            if d in keys:
+                groups.setdefault((agent, keys[d]), []).append(d)
+    assert {k: list(g) for k, g in model._prompts.items() if g} == groups
+    filed = sorted((key, s) for key, bucket in model._by_path.items() for s in bucket)
+    assert filed == sorted({(model._path_key(p), d) for d in decisions for p in paths_of(t.event(d))})
+    claims = list(model._signal_claims)
+    assert len(claims) == len(set(claims)) and set(claims) <= set(decisions)
     for a in model._agents.values():
         assert len(a.counts) == len(a.events)
         for an in a.anchored:  # the outcomes needing an earlier record inside the window (consistency's repeats)
-            assert len(an.times) == len(a.events)
-            assert an.sorted_times == sorted(p for p in an.times if p is not None)
-            assert all(p <= d.ts for d, p in zip(a.events, an.times, strict=True) if p is not None)  # _sum counts on it
-            assert an.decisions == [d for d, p in zip(a.events, an.times, strict=True) if p is not None]
-            assert an.needs == [p for p in an.times if p is not None]
+            times = list(an.times)
+            assert len(times) == len(a.events)
+            assert list(an.sorted_times) == sorted(p for p in times if p != NONE)
+            assert all(p <= t.ts[d] for d, p in zip(a.events, times, strict=True) if p != NONE)  # _sum counts on it
+            assert list(an.decisions) == [d for d, p in zip(a.events, times, strict=True) if p != NONE]
+            assert list(an.needs) == [p for p in times if p != NONE]
             assert len(an.contributions) == len(an.decisions)
-        assert a.anchor_times == sorted(p for an in a.anchored for p in an.times if p is not None)
+        assert list(a.anchor_times) == sorted(p for an in a.anchored for p in an.times if p != NONE)
         for waiting in a.awaiting:
-            assert {id(d) for d in waiting} <= {id(d) for d in a.events}
-            assert waiting == sorted(waiting, key=sort_key)
-        assert set(a.labelled) <= {d.id for d in a.events}
+            assert set(waiting) <= set(a.events)
+            assert list(waiting) == sorted(waiting, key=t.key)
+        assert len(a.labelled) == len(set(a.labelled)) == len(a.label_slots)
+        assert set(a.labelled) <= set(a.events)
         columns = model.plan.columns
         for k in range(len(a.prefix) // columns):
-            rows = a.counts[:k * sums.BLOCK]
+            rows = [model._counts[c] for c in a.counts[:k * sums.BLOCK]]
             assert list(a.prefix[k * columns:(k + 1) * columns]) == live.column_sums(rows, model.plan.zero), k
 
 
@@ -526,35 +552,44 @@ def test_vocabulary_finds_each_phrase_alone_in_a_text() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 4), st.sampled_from(["a.jsonl", "b.jsonl", "docs/c.md"]), st.integers(0, 2),
                           st.integers(1, 5)), max_size=30))
-def test_sorted_by_key_is_the_sort_key_order(items: list[tuple[int, str, int, int]]) -> None:
+def test_the_table_s_key_orders_records_as_the_sort_key(items: list[tuple[int, str, int, int]]) -> None:
     # Few distinct times, so most records tie on time and only read order tells them apart; a Markdown decision
-    # (no line) sorts as line 0, and stubs sort beside events.
-    records: list[Any] = []
+    # (no line) sorts as line 0, and records of no decision kind (held without their text) sort beside events.
+    records: list[Event] = []
     for i, (minute, path, generation, line) in enumerate(items):
-        ts = _at(minute)
-        if i % 3 == 0:
-            records.append(live.Stub(f"s{i}", ts, "commit", path, line, generation))
-        else:
-            records.append(ev(f"e{i}", ts, path=path, line=None if path.endswith(".md") else line,
-                              markdown=path.endswith(".md"), generation=generation))
-    assert live.sorted_by_key(records) == sorted(records, key=sort_key)
+        markdown = path.endswith(".md")
+        records.append(ev(f"e{i}", _at(minute), kind="commit" if i % 3 == 0 and not markdown else "dm", path=path,
+                          line=None if markdown else line, markdown=markdown, generation=generation))
+    table = Table(None, frozenset({"dm"}))
+    slots = [table.add_event(e) for e in records]
+    assert [records[slots.index(s)] for s in sorted(slots, key=table.key)] == sorted(records, key=sort_key)
+    assert all(table.order(s) == e.order and table.time(s) == e.ts for s, e in zip(slots, records, strict=True))
 
 
 def _indexes(model: LiveModel) -> dict[str, Any]:
-    """What the rules read from a model's indexes, and its winners, by value (two models hold equal records, not the
-    same ones)."""
-    def orders(records: Any) -> list[Any]:
-        return sorted(r.order for r in records)
+    """What the rules read from a model's indexes, and its winners, by value (two models hold equal records, in slots
+    of their own)."""
+    t = model._table
+
+    def events(slots: Any) -> list[Event]:
+        return [t.event(s) for s in slots]
+
+    def orders(slots: Any) -> list[Any]:
+        return sorted(t.order(s) for s in slots)
 
     times = model._label_columns.ts  # labelled: each decision's latest label by slot, compared by its time
-    agents = {agent: (a.events, a.counts, a.awaiting, {k: times[s] for k, s in a.labelled.items()}, a.prefix.tolist(),
-                      [(an.times, an.sorted_times, an.decisions, an.needs, an.contributions) for an in a.anchored])
+    agents = {agent: (events(a.events), [model._counts[c] for c in a.counts], [events(w) for w in a.awaiting],
+                      {t.id(d): times[s] for d, s in zip(a.labelled, a.label_slots, strict=True)}, a.prefix.tolist(),
+                      [(list(an.times), list(an.sorted_times), events(an.decisions), list(an.needs),
+                        [model._contributions[c] for c in an.contributions]) for an in a.anchored])
               for agent, a in model._agents.items()}
-    return {"agents": agents, "state_times": model._state_times, "prompted_times": model._prompted_times,
-            "prompts": {k: g for k, g in model._prompts.items() if g},
-            "by_path": {k: orders(b.values()) for k, b in model._by_path.items() if b},
-            "signals": orders(model._signal_claims.values()), "winners": model._winner,
-            "shadowed": {k: orders(v) for k, v in model._shadowed.items()}, "documents": model._documents,
+    return {"agents": agents, "state_times": list(model._state_times),
+            "prompted_times": list(model._prompted_times),
+            "prompts": {k: events(g) for k, g in model._prompts.items() if g},
+            "by_path": {k: orders(b) for k, b in model._by_path.items() if b},
+            "signals": orders(model._signal_claims), "winners": {t.id(w): t.event(w) for w in model._winner.values()},
+            "shadowed": {k: orders(v) for k, v in model._shadowed.items()},
+            "documents": {k: events(slots_in(v)) for k, v in model._documents.items()},
             "hidden": orders(h[2] for h in model._hidden)}
 
 
@@ -582,7 +617,7 @@ def test_a_rebuild_indexes_what_showing_the_records_one_by_one_does(data: st.Dat
 
 
 def _expiry(model: LiveModel) -> list[tuple[Any, ...]]:
-    return sorted((until, e.order) for until, _, e in model._expiry)
+    return sorted((until, model._table.order(s)) for until, _, s in model._expiry)
 
 
 class _Sends:
@@ -732,13 +767,14 @@ def test_a_document_of_one_decision_holds_that_decision_alone() -> None:
                                                                          path="briefs/two.md")
     model.add_events([one, two, ev("m3", _at(-7), markdown=True, path="briefs/two.md")])
     model.evaluate(T0)
+    t = model._table
     alone = model._documents["briefs/one.md"]
-    assert isinstance(alone, Event) and alone.event() == one  # type: ignore[attr-defined]
-    assert [e.id for e in model._documents["briefs/two.md"]] == ["m2", "m3"]  # type: ignore[union-attr]
+    assert isinstance(alone, int) and t.event(alone) == one
+    assert [t.id(s) for s in slots_in(model._documents["briefs/two.md"])] == ["m2", "m3"]
     model.replace_document("briefs/two.md", [two])
     model.replace_document("briefs/one.md", [])
     model.evaluate(_at(1))
-    assert list(model._documents) == ["briefs/two.md"] and model._documents["briefs/two.md"].id == "m2"
+    assert list(model._documents) == ["briefs/two.md"] and t.id(slots_in(model._documents["briefs/two.md"])[0]) == "m2"
     assert sorted(r.id for r in model.records()) == ["m2"]
 
 

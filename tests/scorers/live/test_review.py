@@ -12,7 +12,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 
-from collectors.records import Event, Label
+from collectors.records import Label
 from scorers.context import Context
 from scorers.live import LiveModel
 from scorers.lookups import current_labels
@@ -32,7 +32,8 @@ def check_review(model: LiveModel, ctx: Context) -> None:
                 for agent, a in pure.agents.items()}
         got = model.unlabelled_failures(width)
         assert {a: n for a, n in got.items() if n} == {a: n for a, n in want.items() if n}, name
-    held = {rid for rid, w in model._winner.items() if isinstance(w, Event) and model._is_decision(w)}
+    t = model._table
+    held = {t.id(w) for w in model._winner.values() if t.is_decision(w)}
     assert model.label_tally() == tally((d.agent, ctx.labels[d.id]) for d in ctx.decisions
                                         if d.id in ctx.labels and d.id in held)
     for d in ctx.decisions:

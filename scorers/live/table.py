@@ -1,0 +1,467 @@
+"""The records the live model holds, as columns: a slot per record, and no Python object per record.
+
+A million decisions held as objects cost ~420 bytes each (a tuple, its id string, its time, the list and dict entries
+of every index naming it). Here a record is a slot: its time as microseconds, its line, and indexes into small tables
+of the values records share (who wrote it of what kind where, its thread, its citations, its shape: the text reduced
+to the phrases it matches, with the prompt, reason, alternatives, subject, corrects and generation) in machine-integer
+columns, and its id as UTF-8 bytes in one buffer. Every index of the model holds slots. An :class:`Event` is made
+again only for what asks for one (a rule run for a decision, a page), and the last ones made are kept a while.
+
+:class:`IdIndex` finds a slot by its record's id (the winners of their ids: spec 1.1).
+"""
+
+from __future__ import annotations
+
+import zlib
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from collectors.citations import Citation
+from collectors.jsonl import from_json_list
+from collectors.records import Event, Order
+from collectors.rfc3339 import from_us, to_us
+from scorers.live.columns import NO_SHAPE, Columns
+from scorers.live.records import Vocabulary, reduce_text
+
+#: In :attr:`Table.source`: the slot holds no record (let go, to be given again).
+FREE = -1
+#: A slot's key: (time in microseconds, path, generation, line): the order of :func:`scorers.lookups.sort_key`.
+Key = tuple[int, str, int, int]
+#: The Events made again that are kept (see :meth:`Table.event`): a rule reads its decision's neighbours too.
+MADE_HELD = 4096
+#: Raw shapes and citation lists remembered while rows are read (a text repeated nearby is reduced once).
+RAW_HELD = 8192
+
+
+class Source(NamedTuple):
+    """Who wrote a record, of what kind, where: shared by every record of one agent's log and kind."""
+
+    agent: str
+    kind: str
+    path: str
+
+
+class Shape(NamedTuple):
+    """The fields of a decision no index reads and many decisions share as a whole (a record no rule reads has the
+    empty one of its generation)."""
+
+    text: str
+    prompt: str | None
+    reason: str | None
+    alternatives: tuple[str, ...]
+    subject: tuple[str, ...]
+    corrects: str | None
+    generation: int
+
+
+class _Interned:
+    """Distinct values, each once, by their position (a column holds positions)."""
+
+    __slots__ = ("at", "values")
+
+    def __init__(self, first: Sequence[Any] = ()) -> None:
+        self.values: list[Any] = list(first)
+        self.at: dict[Any, int] = {v: k for k, v in enumerate(self.values)}
+
+    def __call__(self, value: Any) -> int:
+        k = self.at.get(value)
+        if k is None:
+            k = self.at[value] = len(self.values)
+            self.values.append(value)
+        return k
+
+    def __getstate__(self) -> list[Any]:
+        return self.values
+
+    def __setstate__(self, values: list[Any]) -> None:
+        self.values = values
+        self.at = {v: k for k, v in enumerate(values)}
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+class Table:
+    """Every record the model holds, by slot (see the module docstring). Not thread-safe: one owner."""
+
+    __slots__ = ("_made", "_raw", "blob", "citations", "cited", "decides", "decision_kinds", "free", "garbage", "id_at",
+                 "line", "shape", "shapes", "source", "sources", "strings", "thread", "threads", "ts", "vocabulary")
+
+    def __init__(self, vocabulary: Vocabulary | None, decision_kinds: frozenset[str]) -> None:
+        self.vocabulary = vocabulary
+        self.decision_kinds = decision_kinds
+        #: Per slot: the time (microseconds since the epoch), its source's position (FREE: no record), the line (0:
+        #: none, a Markdown decision), and the positions of its thread, citations and shape in the tables below.
+        self.ts: array[int] = array("q")
+        self.source: array[int] = array("i")
+        self.line: array[int] = array("I")
+        self.thread: array[int] = array("i")
+        self.cited: array[int] = array("i")
+        self.shape: array[int] = array("i")
+        #: Per slot, where its id starts in ``blob``: its length (a varint), then its UTF-8 bytes.
+        self.id_at: array[int] = array("I")
+        self.blob = bytearray()
+        #: Bytes of ``blob`` no slot names any more (compacted once they are half of it).
+        self.garbage = 0
+        self.free: array[int] = array("i")
+        self.sources = _Interned()
+        #: Per source: 1 when its kind is a decision kind.
+        self.decides = bytearray()
+        self.threads = _Interned([None])
+        self.citations = _Interned([()])
+        self.shapes = _Interned()
+        #: Strings and tuples the shared values hold, each once.
+        self.strings: dict[Any, Any] = {}
+        self._made: dict[int, Event] = {}
+        self._raw: dict[Any, int] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__ if name not in ("_made", "_raw", "strings")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._made, self._raw, self.strings = {}, {}, {}
+
+    def __len__(self) -> int:
+        """How many slots hold a record."""
+        return len(self.ts) - len(self.free)
+
+    # --- records in
+
+    def _share(self, value: Any) -> Any:
+        return self.strings.setdefault(value, value)
+
+    def source_of(self, agent: str, kind: str, path: str) -> int:
+        """The position of this source (made when new)."""
+        source = Source(self._share(agent), self._share(kind), self._share(path))
+        k = self.sources.at.get(source)
+        if k is None:
+            k = self.sources(source)
+            self.decides.append(kind in self.decision_kinds)
+        return k
+
+    def shape_of(self, text: str, prompt: str | None, reason: str | None, alternatives: tuple[str, ...],
+                 subject: tuple[str, ...], corrects: str | None, generation: int, *, reduced: bool = False) -> int:
+        """The position of this shape, its text reduced to the vocabulary's phrases (unless ``reduced`` already)."""
+        if not reduced and self.vocabulary is not None:
+            text = reduce_text(text, self.vocabulary)
+        share = self._share
+        return self.shapes(Shape(share(text), share(prompt), share(reason), share(alternatives), share(subject),
+                                 share(corrects), generation))
+
+    def citations_of(self, citations: tuple[Citation, ...]) -> int:
+        """The position of this list of citations, each citation held once."""
+        if not citations:
+            return 0
+        share = self.strings.setdefault
+        return self.citations(tuple(share(("citation", c), c) for c in citations))
+
+    def add(self, record_id: str, us: int, source: int, line: int | None, thread: str | None, cited: int,
+            shape: int) -> int:
+        """A slot holding this record (``source``, ``cited`` and ``shape``: positions from the methods above)."""
+        data = record_id.encode()
+        at = len(self.blob)
+        self.blob += _varint(len(data))
+        self.blob += data
+        thread_at = self.threads(self._share(thread)) if thread is not None else 0
+        if self.free:
+            slot = self.free.pop()
+            self.ts[slot], self.source[slot], self.line[slot] = us, source, line or 0
+            self.thread[slot], self.cited[slot], self.shape[slot], self.id_at[slot] = thread_at, cited, shape, at
+            return slot
+        self.ts.append(us)
+        self.source.append(source)
+        self.line.append(line or 0)
+        self.thread.append(thread_at)
+        self.cited.append(cited)
+        self.shape.append(shape)
+        self.id_at.append(at)
+        return len(self.ts) - 1
+
+    def is_stub(self, kind: str, line: int | None) -> bool:
+        """True for a heartbeat record no rule reads but through its time (not of a decision kind)."""
+        return line is not None and kind not in self.decision_kinds
+
+    def add_event(self, e: Event) -> int:
+        """A slot holding ``e`` (its text reduced; a record of no decision kind keeps only what the model reads)."""
+        source = self.source_of(e.agent, e.kind, e.path)
+        if self.is_stub(e.kind, e.line):
+            return self.add(e.id, to_us(e.ts), source, e.line, None, 0, self.shape_of("", None, None, (), (), None,
+                                                                                     e.generation, reduced=True))
+        shape = self.shape_of(e.text, e.prompt, e.reason, e.alternatives, e.subject, e.corrects, e.generation)
+        return self.add(e.id, to_us(e.ts), source, e.line, e.thread, self.citations_of(e.citations), shape)
+
+    def add_rows(self, rows: Iterable[tuple[Sequence[Any], Sequence[tuple[str, str]]]]) -> Iterator[int]:
+        """Slots holding the events of these store rows (see :meth:`~scorers.live.visibility.Visibility.add_rows`)."""
+        raw, decision_kinds = self._raw, self.decision_kinds
+        sources: dict[tuple[str, str, str], int] = {}
+        for r, pairs in rows:
+            line, kind = r[6], r[4]
+            key = (r[3], kind, r[5])
+            source = sources.get(key)
+            if source is None:
+                source = sources[key] = self.source_of(*key)
+            if line and kind not in decision_kinds:
+                yield self.add(r[1], r[2], source, line, None, 0, self._stub_shape(r[14]))
+                continue
+            shape_key = r[8:15]
+            shape = raw.get(shape_key)
+            if shape is None:
+                if len(raw) >= RAW_HELD:
+                    raw.clear()
+                shape = raw[shape_key] = self.shape_of(r[8], r[9], r[10], from_json_list(r[11]),
+                                                       from_json_list(r[12]), r[13], r[14])
+            cited = 0
+            if pairs:
+                cited_key = ("cited", tuple(pairs))
+                found = raw.get(cited_key)
+                if found is None:
+                    found = raw[cited_key] = self.citations_of(tuple(Citation(*p) for p in pairs))
+                cited = found
+            yield self.add(r[1], r[2], source, line or None, r[7], cited, shape)
+
+    def _stub_shape(self, generation: int) -> int:
+        return self.shape_of("", None, None, (), (), None, generation, reduced=True)
+
+    def add_columns(self, c: Columns) -> Iterator[int]:
+        """Slots holding the rows of these columns (their texts reduced already with this table's vocabulary)."""
+        values = c.values
+        shapes = [self.shape_of(*s, reduced=True) for s in c.shapes]
+        cited = [self.citations_of(tuple(Citation(*p) for p in pairs)) for pairs in c.citations]
+        sources: dict[tuple[int, int, int], int] = {}
+        for rid, us, agent, kind, path, thread, line, generation, shape, citations in zip(
+                c.ids, c.us, c.agent_at, c.kind_at, c.path_at, c.thread_at, c.line, c.generation, c.shape_at,
+                c.citations_at, strict=True):
+            key = (agent, kind, path)
+            source = sources.get(key)
+            if source is None:
+                source = sources[key] = self.source_of(values[agent], values[kind], values[path])
+            if shape == NO_SHAPE:
+                yield self.add(rid, us, source, line, None, 0, self._stub_shape(generation))
+            else:
+                yield self.add(rid, us, source, line or None, values[thread], cited[citations], shapes[shape])
+
+    def release(self, slot: int) -> None:
+        """Let go of the record in ``slot`` (the slot is given to a later record)."""
+        at = self.id_at[slot]
+        self.garbage += self._id_span(at)[1] - at
+        self.source[slot] = FREE
+        self.free.append(slot)
+        self._made.pop(slot, None)
+        if self.garbage > 4096 and self.garbage * 2 > len(self.blob):
+            self._compact()
+
+    def _compact(self) -> None:
+        """Rewrite the ids' buffer without the bytes of slots let go (slots keep their numbers)."""
+        blob, out, id_at, source = self.blob, bytearray(), self.id_at, self.source
+        for slot in range(len(id_at)):
+            if source[slot] != FREE:
+                at = id_at[slot]
+                id_at[slot] = len(out)
+                out += blob[at:self._id_span(at)[1]]
+        self.blob, self.garbage = out, 0
+
+    # --- records out
+
+    def live(self, slot: int) -> bool:
+        """True when ``slot`` holds a record."""
+        return 0 <= slot < len(self.source) and self.source[slot] != FREE
+
+    def _id_span(self, at: int) -> tuple[int, int]:
+        """Where the id stored at ``at`` starts and ends in ``blob`` (past its length)."""
+        blob = self.blob
+        n, shift = 0, 0
+        while True:
+            b = blob[at]
+            at += 1
+            n |= (b & 0x7F) << shift
+            if b < 0x80:
+                return at, at + n
+            shift += 7
+
+    def id_bytes(self, slot: int) -> bytes:
+        """The UTF-8 bytes of the record's id."""
+        at, blob = self.id_at[slot], self.blob
+        n = blob[at]
+        if n < 0x80:  # the common case: an id shorter than 128 bytes
+            return bytes(blob[at + 1:at + 1 + n])
+        start, end = self._id_span(at)
+        return bytes(blob[start:end])
+
+    def id(self, slot: int) -> str:
+        """The record's id."""
+        return self.id_bytes(slot).decode()
+
+    def time(self, slot: int) -> datetime:
+        """The record's time."""
+        return from_us(self.ts[slot])
+
+    def agent(self, slot: int) -> str:
+        """Who wrote the record."""
+        source: Source = self.sources.values[self.source[slot]]
+        return source.agent
+
+    def kind(self, slot: int) -> str:
+        """The record's kind."""
+        source: Source = self.sources.values[self.source[slot]]
+        return source.kind
+
+    def path(self, slot: int) -> str:
+        """The file the record was read from."""
+        source: Source = self.sources.values[self.source[slot]]
+        return source.path
+
+    def prompt(self, slot: int) -> str | None:
+        """The decision's prompt (None for a record no rule reads)."""
+        shape: Shape = self.shapes.values[self.shape[slot]]
+        return shape.prompt
+
+    def is_decision(self, slot: int) -> bool:
+        """A Markdown decision, or a heartbeat record of a decision kind (spec 1.2)."""
+        return self.line[slot] == 0 or bool(self.decides[self.source[slot]])
+
+    def is_markdown(self, slot: int) -> bool:
+        """A brief's or a finding's decision (no line)."""
+        return self.line[slot] == 0
+
+    def order(self, slot: int) -> Order:
+        """The record's position in read order (spec section 1), as :attr:`Event.order`."""
+        source: Source = self.sources.values[self.source[slot]]
+        shape: Shape = self.shapes.values[self.shape[slot]]
+        return (source.path, shape.generation, self.line[slot])
+
+    def key(self, slot: int) -> Key:
+        """(time, read order) flattened: what the model's indexes are sorted by (see :data:`Key`)."""
+        source: Source = self.sources.values[self.source[slot]]
+        shape: Shape = self.shapes.values[self.shape[slot]]
+        return (self.ts[slot], source.path, shape.generation, self.line[slot])
+
+    def event(self, slot: int) -> Event:
+        """The :class:`Event` the record in ``slot`` stands for (one of the last made is given again)."""
+        made = self._made.get(slot)
+        if made is not None:
+            return made
+        source: Source = self.sources.values[self.source[slot]]
+        shape: Shape = self.shapes.values[self.shape[slot]]
+        line = self.line[slot]
+        e = Event(self.id(slot), from_us(self.ts[slot]), source.agent, source.kind, source.path, line or None,
+                  self.threads.values[self.thread[slot]], shape.text, self.citations.values[self.cited[slot]],
+                  shape.prompt, shape.reason, shape.alternatives, shape.subject, shape.corrects, shape.generation)
+        if len(self._made) >= MADE_HELD:
+            self._made.clear()
+        self._made[slot] = e
+        return e
+
+    def forget_made(self) -> None:
+        """Let go of the Events kept (see :meth:`event`)."""
+        self._made.clear()
+
+
+#: In :attr:`IdIndex.slots`: no slot.
+EMPTY = -1
+
+
+class IdIndex:
+    """The slot winning each id: an open-addressing table (linear probing) keyed by the CRC-32 of the id's bytes, with
+    a byte of that CRC beside each entry so that most probes compare no id. About 5 bytes a table entry, at most
+    0.7 of the entries used."""
+
+    __slots__ = ("count", "mask", "slots", "table", "tags")
+
+    def __init__(self, table: Table, expected: int = 0) -> None:
+        self.table = table
+        size = 8
+        while size * 0.7 < expected:
+            size *= 2
+        self.slots: array[int] = array("i", [EMPTY]) * size
+        self.tags = bytearray(size)
+        self.mask = size - 1
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def _find(self, key: bytes) -> tuple[int, int]:
+        """(entry, slot) of ``key``, or (the empty entry where it would go, EMPTY)."""
+        h = zlib.crc32(key)
+        tag, mask, slots, tags, id_bytes = h >> 24, self.mask, self.slots, self.tags, self.table.id_bytes
+        i = h & mask
+        while True:
+            slot = slots[i]
+            if slot == EMPTY:
+                return i, EMPTY
+            if tags[i] == tag and id_bytes(slot) == key:
+                return i, slot
+            i = (i + 1) & mask
+
+    def get(self, record_id: str) -> int:
+        """The slot winning ``record_id`` (EMPTY: none)."""
+        return self._find(record_id.encode())[1]
+
+    def __contains__(self, record_id: str) -> bool:
+        return self._find(record_id.encode())[1] != EMPTY
+
+    def put(self, record_id: str, slot: int) -> None:
+        """``slot`` wins ``record_id`` now (in place of the slot that did, if any)."""
+        key = record_id.encode()
+        i, old = self._find(key)
+        self.slots[i] = slot
+        if old == EMPTY:
+            self.tags[i] = zlib.crc32(key) >> 24
+            self.count += 1
+            if self.count > 0.7 * len(self.slots):
+                self._grow()
+
+    def remove(self, record_id: str) -> None:
+        """No slot wins ``record_id`` any more (backward-shift deletion: no tombstones)."""
+        i, old = self._find(record_id.encode())
+        if old == EMPTY:
+            return
+        slots, tags, mask, id_bytes = self.slots, self.tags, self.mask, self.table.id_bytes
+        self.count -= 1
+        j = i
+        while True:
+            j = (j + 1) & mask
+            slot = slots[j]
+            if slot == EMPTY:
+                break
+            home = zlib.crc32(id_bytes(slot)) & mask
+            # The entry at j may move to i when its home is not cyclically within (i, j].
+            if (j > i and (home <= i or home > j)) or (j < i and home <= i and home > j):
+                slots[i], tags[i] = slot, tags[j]
+                i = j
+        slots[i] = EMPTY
+        tags[i] = 0
+
+    def _grow(self) -> None:
+        old = [s for s in self.slots if s != EMPTY]
+        size = len(self.slots) * 2
+        self.slots = array("i", [EMPTY]) * size
+        self.tags = bytearray(size)
+        self.mask = size - 1
+        self.count = 0
+        self._put_all(old)
+
+    def _put_all(self, slots: Iterable[int]) -> None:
+        id_bytes, table, tags, mask = self.table.id_bytes, self.slots, self.tags, self.mask
+        for slot in slots:
+            key = id_bytes(slot)
+            h = zlib.crc32(key)
+            i = h & mask
+            while table[i] != EMPTY:
+                i = (i + 1) & mask
+            table[i], tags[i] = slot, h >> 24
+            self.count += 1
+
+    def values(self) -> Iterator[int]:
+        """Every slot winning an id, in no particular order."""
+        return (s for s in self.slots if s != EMPTY)

@@ -1,0 +1,133 @@
+"""The records as the live model holds them (scorers/live/table.py): a slot reads as the event it stands for, field by
+field; slots let go are given again and their ids' bytes compacted away; the ids' index answers as a dict would; and
+a model holds no Python object per record."""
+
+from __future__ import annotations
+
+import gc
+import pickle
+import sys
+from datetime import datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from collectors.citations import Citation
+from collectors.records import Event
+from scorers.live import LiveModel
+from scorers.live.table import EMPTY, IdIndex, Table
+from tests.helpers import T0, ev
+from tests.scorers.live.test_model import CFG
+
+texts = st.text(max_size=6)
+maybe = st.none() | texts
+#: Ids of any length: the buffer holds each one's length before it, in one byte below 128 and in more past it.
+ids = st.text(max_size=3) | st.text(min_size=120, max_size=300)
+events = st.builds(
+    Event, id=ids, ts=st.integers(-10**6, 10**6).map(lambda s: T0 + timedelta(seconds=s)), agent=texts,
+    kind=st.sampled_from(["dm", "refusal", "commit"]), path=texts, line=st.none() | st.integers(1, 2**32 - 1),
+    thread=maybe, text=texts, citations=st.lists(st.builds(Citation, texts, texts), max_size=2).map(tuple),
+    prompt=maybe, reason=maybe, alternatives=st.lists(texts, max_size=2).map(tuple),
+    subject=st.lists(texts, max_size=2).map(tuple), corrects=maybe, generation=st.integers(0, 3))
+DECISIONS = frozenset({"dm", "refusal"})
+
+
+def _as_held(e: Event) -> Event:
+    """What the table gives back for ``e``: all of it, or for a record of no decision kind what the model reads."""
+    if e.line is not None and e.kind not in DECISIONS:
+        return Event(e.id, e.ts, e.agent, e.kind, e.path, e.line, generation=e.generation)
+    return e
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(events, max_size=8), st.data())
+def test_a_slot_reads_as_its_event_and_slots_let_go_are_given_again(records: list[Event], data: st.DataObject) -> None:
+    table = Table(None, DECISIONS)
+    slots = [table.add_event(e) for e in records]
+    assert len(set(slots)) == len(slots) == len(table)
+    for s, e in zip(slots, records, strict=True):
+        assert table.event(s) == _as_held(e)
+        assert (table.id(s), table.time(s), table.order(s)) == (e.id, e.ts, e.order)
+        assert table.is_decision(s) == (e.line is None or e.kind in DECISIONS)
+    gone = data.draw(st.sets(st.sampled_from(slots))) if slots else set()
+    for s in gone:
+        table.release(s)
+    table.forget_made()
+    assert not any(table.live(s) for s in gone) and len(table) == len(slots) - len(gone)
+    again = [table.add_event(e) for e in records]
+    assert set(gone) <= set(again)  # the slots let go are given first
+    kept = [(s, e) for s, e in zip(slots, records, strict=True) if s not in gone] + list(zip(again, records,
+                                                                                              strict=True))
+    table.forget_made()
+    for s, e in kept:
+        assert table.event(s) == _as_held(e)
+    copy = pickle.loads(pickle.dumps(table))
+    assert [copy.event(s) for s, _ in kept] == [_as_held(e) for _, e in kept]
+
+
+def test_the_ids_buffer_is_compacted_once_more_than_half_of_it_is_let_go() -> None:
+    table = Table(None, DECISIONS)
+    slots = [table.add_event(ev(f"id-{i:05d}" * 20, T0, line=i + 1)) for i in range(300)]
+    size = len(table.blob)
+    for s in slots[:150]:
+        table.release(s)
+    assert len(table.blob) == size and table.garbage == size // 2  # half: not yet
+    table.release(slots[150])
+    assert len(table.blob) == size // 300 * 149 and table.garbage == 0  # past half: the 149 ids left, alone
+    for s in slots[151:200]:
+        table.release(s)
+    table.forget_made()
+    assert [table.id(s) for s in slots[200:]] == [f"id-{i:05d}" * 20 for i in range(200, 300)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["put", "put", "remove"]), st.integers(0, 60)), max_size=200))
+def test_the_id_index_answers_as_a_dict_would(ops: list[tuple[str, int]]) -> None:
+    """Puts, replacements and removals (backward-shift deletion, growth past its load) agree with a dict. The ids
+    are few, so their CRCs share the table's low bits and every probe sequence is long."""
+    table = Table(None, DECISIONS)
+    index, expected = IdIndex(table), {}
+    for op, n in ops:
+        rid = f"r{n}"
+        if op == "put":
+            s = table.add_event(ev(rid, T0, line=n + 1))
+            index.put(rid, s)
+            expected[rid] = s
+        else:
+            index.remove(rid)
+            expected.pop(rid, None)
+        assert len(index) == len(expected)
+    assert {f"r{n}": index.get(f"r{n}") for n in range(61) if f"r{n}" in index} == expected
+    assert all(index.get(f"r{n}") == EMPTY for n in range(61) if f"r{n}" not in expected)
+    assert sorted(index.values()) == sorted(expected.values())
+
+
+def _reachable(root: object) -> list[object]:
+    """Every object reachable from ``root`` (but classes, modules and functions)."""
+    seen: set[int] = set()
+    out: list[object] = []
+    stack = [root]
+    while stack:
+        o = stack.pop()
+        if id(o) in seen or isinstance(o, (type, type(sys), type(_reachable))):
+            continue
+        seen.add(id(o))
+        out.append(o)
+        stack.extend(gc.get_referents(o))
+    return out
+
+
+def test_a_model_holds_no_object_per_decision() -> None:
+    """A thousand decisions of ten agents, evaluated: the model holds no Event, no id string and no time of theirs,
+    only columns (the values they share are few); what the rules were given is let go after the evaluation."""
+    model = LiveModel(CFG)
+    model.add_events(ev(f"d{i}", T0 - timedelta(minutes=i), agent=f"agent{i % 10}", thread=f"t{i % 7}",
+                        text="No data yet: see [source:docs/a.md]", prompt=f"p{i % 3}", line=i + 1)
+                     for i in range(1000))
+    model.evaluate(T0)
+    model._table.forget_made()
+    held = _reachable(vars(model))
+    assert not [o for o in held if isinstance(o, Event)]
+    assert not [o for o in held if type(o) is str and o.startswith("d") and o[1:].isdigit()]
+    assert len([o for o in held if isinstance(o, datetime)]) < 20
+    assert len(held) < 2000
