@@ -17,6 +17,8 @@ from tests.conftest import ROOT
 RARE = {
     "cryptography": "the first request that opens a sign-in session (daemon/http/sessions.py)",
     "aiohttp_session.cookie_storage": "the same",
+    "daemon.simulate": "`honestyd simulate` and the demo (their options are daemon/cli.py's)",
+    "daemon.demo": "`honestyd demo`",
 }
 
 _PROBE = """
