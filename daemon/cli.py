@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_verify)
 
-    from daemon.tune_apply import FLOOR
+    from scorers.progress import FLOOR
 
     p = sub.add_parser("tune", help="fit weights to reviewer labels (constrained least squares)")
     _add_source(p)

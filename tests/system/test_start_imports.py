@@ -19,6 +19,8 @@ RARE = {
     "aiohttp_session.cookie_storage": "the same",
     "daemon.simulate": "`honestyd simulate` and the demo (their options are daemon/cli.py's)",
     "daemon.demo": "`honestyd demo`",
+    "daemon.tune_apply": "`honestyd tune` (the pages need only its floor: scorers.progress.FLOOR)",
+    "scorers.tune": "the same",
 }
 
 _PROBE = """
