@@ -2,7 +2,8 @@
 empty daemon's memory"). Each is imported where it is used instead; a module-level import of one would put its
 resident memory back into every daemon, which is all this guards.
 
-Checked in a fresh interpreter that imports what the daemon's start does (the CLI's parser and ``daemon.app``).
+Checked in a fresh interpreter that does what the daemon's start does before it serves, short of running: the CLI's
+parser, ``daemon.app``, and the HTTP app made (its session storage included).
 """
 
 from __future__ import annotations
@@ -15,18 +16,21 @@ from tests.conftest import ROOT
 
 #: Imported only by the path named beside it.
 RARE = {
-    "cryptography": "the first request that opens a sign-in session (daemon/http/sessions.py)",
-    "aiohttp_session.cookie_storage": "the same",
+    "cryptography": "sign-in sessions, from the first request that opens one (daemon/http/sessions.py)",
+    "aiohttp_session.cookie_storage": "sign-in sessions (it imports cryptography)",
     "daemon.simulate": "`honestyd simulate` and the demo (their options are daemon/cli.py's)",
     "daemon.demo": "`honestyd demo`",
     "daemon.tune_apply": "`honestyd tune` (the pages need only its floor: scorers.progress.FLOOR)",
-    "scorers.tune": "the same",
+    "scorers.tune": "`honestyd tune`'s fit",
 }
 
 _PROBE = """
-import json, sys
+import json, sys, types
 import daemon.cli, daemon.app
+from daemon.config import load_config
+from daemon.http.app import make_app
 daemon.cli.build_parser()
+make_app(types.SimpleNamespace(config=load_config(None)))
 print(json.dumps(sorted(sys.modules)))
 """
 
