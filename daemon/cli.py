@@ -21,6 +21,7 @@ from daemon.commands import (
     cmd_check_config,
     cmd_checks_export,
     cmd_checks_import,
+    cmd_demo,
     cmd_export,
     cmd_history,
     cmd_ingest,
@@ -134,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_verify)
 
-    from daemon.tune_apply import FLOOR
+    from scorers.progress import FLOOR
 
     p = sub.add_parser("tune", help="fit weights to reviewer labels (constrained least squares)")
     _add_source(p)
@@ -207,18 +208,65 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("file", type=cliargs.readable_file, help="check results, JSON Lines (a pipe works: /dev/stdin)")
     q.set_defaults(func=cmd_checks_import)
 
-    from daemon import demo, reviewscli, simulate
+    from daemon import reviewscli
 
     reviewscli.add_parser(sub)
 
     p = sub.add_parser("demo", help="a demo state, the daemon on it, and live agents (one slipping)")
-    demo.add_arguments(p)
-    p.set_defaults(func=demo.main)
+    add_demo_arguments(p)
+    p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("simulate", help="generate a seeded state directory with agents following policies")
-    simulate.add_arguments(p)
+    add_simulate_arguments(p)
     p.set_defaults(func=cmd_simulate)
     return cliargs.finish(parser)
+
+
+# The options of `demo` and `simulate` are here, not beside their code: importing that code (the simulator, and the
+# store and the daemon for the demo) to build the parser would load it into every command, `honestyd run` included.
+
+
+def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``demo`` sub-command's options (daemon/demo.py)."""
+    parser.add_argument("--dir", default="demo-state", help="where to put the demo (wiped and regenerated)")
+    parser.add_argument("--listen", default="127.0.0.1:9478", metavar="HOST:PORT", type=cliargs.configured_listen,
+                        help="where the demo daemon serves (default 127.0.0.1:9478)")
+    parser.add_argument("--seed", type=int, default=7, help="random seed of the generated state (default 7)")
+    parser.add_argument("--interval", type=cliargs.seconds(), default=3.0, help="seconds between live events")
+    parser.add_argument("--slip-after", dest="slip_after", type=cliargs.seconds(zero=True), default=20.0,
+                        help="seconds before the slipping agent turns dishonest")
+    parser.add_argument("--duration", type=cliargs.seconds(zero=True), default=0.0,
+                        help="stop after this many seconds (0: run)")
+
+
+def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``simulate`` sub-command's options (daemon/simulate/)."""
+    parser.add_argument("--seed", type=int, required=True, help="random seed")
+    parser.add_argument("--out", type=cliargs.fresh_dir, required=True,
+                        help="output state directory (missing or empty)")
+    parser.add_argument("--agents", type=cliargs.positive_int, default=6, help="number of agents (default 6)")
+    parser.add_argument("--days", type=cliargs.positive_int, default=3, help="simulated days (default 3)")
+    parser.add_argument(
+        "--start",
+        default=None,
+        metavar="TIME",
+        type=cliargs.timestamp,
+        help="start time: RFC 3339, 'now', or a date YYYY-MM-DD (default 2026-05-01T00:00:00Z)",
+    )
+    parser.add_argument(
+        "--events-per-day",
+        dest="events_per_day",
+        type=cliargs.positive_int,
+        default=40,
+        help="decisions per agent per day (default 40)",
+    )
+    parser.add_argument(
+        "--url-base",
+        dest="url_base",
+        default=None,
+        metavar="URL",
+        help="serve every cited web URL under this base (e.g. a local link server)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

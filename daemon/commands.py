@@ -387,6 +387,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     return Daemon(config, config_path=config_path, overrides=overrides, clock=clock).run()
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    """A generated state, the daemon on it, and live agents writing to it (daemon/demo.py)."""
+    from daemon import demo
+
+    return demo.main(args)
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Generate a seeded demo/test state directory."""
     from daemon import simulate

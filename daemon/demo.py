@@ -24,7 +24,7 @@ from pathlib import Path
 from collectors.batch import scan_state
 from collectors.checks import load_checks
 from collectors.rfc3339 import format_ts
-from daemon import cliargs, logescape
+from daemon import logescape
 from daemon.cliargs import UsageError
 from daemon.config import load_config
 from daemon.simulate import simulate
@@ -200,19 +200,6 @@ async def run_demo(args: argparse.Namespace) -> int:
         stop.set()
         await writers
     return daemon.exit_status
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``demo`` sub-command's options."""
-    parser.add_argument("--dir", default="demo-state", help="where to put the demo (wiped and regenerated)")
-    parser.add_argument("--listen", default="127.0.0.1:9478", metavar="HOST:PORT", type=cliargs.configured_listen,
-                        help="where the demo daemon serves (default 127.0.0.1:9478)")
-    parser.add_argument("--seed", type=int, default=7, help="random seed of the generated state (default 7)")
-    parser.add_argument("--interval", type=cliargs.seconds(), default=3.0, help="seconds between live events")
-    parser.add_argument("--slip-after", dest="slip_after", type=cliargs.seconds(zero=True), default=20.0,
-                        help="seconds before the slipping agent turns dishonest")
-    parser.add_argument("--duration", type=cliargs.seconds(zero=True), default=0.0,
-                        help="stop after this many seconds (0: run)")
 
 
 def main(args: argparse.Namespace) -> int:

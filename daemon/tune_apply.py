@@ -29,10 +29,8 @@ from daemon import changelog
 from daemon.cliargs import UsageError
 from daemon.config import COMPONENTS, Config, ConfigError, load_config
 from scorers.context import Context, Records
+from scorers.progress import FLOOR
 from scorers.tune import Figures, TuneResult, samples_from, tune
-
-#: Labelled decisions ``--apply`` needs without ``--force`` (and the report's default minimum, ``--min-labels``).
-FLOOR = 100
 
 
 def latest_time(records: Records) -> datetime | None:

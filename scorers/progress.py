@@ -12,6 +12,10 @@ from dataclasses import dataclass
 
 from collectors.records import Label
 
+#: Labels ``honestyd tune --apply`` needs without ``--force`` (and its report's default minimum, ``--min-labels``): the
+#: mark the pages count each agent's labels toward (here, not in daemon/tune_apply.py: the pages need only this number).
+FLOOR = 100
+
 
 @dataclass(frozen=True)
 class LabelTally:

@@ -24,9 +24,8 @@ from daemon.render import arithmetic
 from daemon.reviews.queue import Review
 from daemon.reviews.views import page_href, progress_text
 from daemon.snapshot import Snapshot
-from daemon.tune_apply import FLOOR
 from scorers.history import history_points
-from scorers.progress import LabelTally, overall
+from scorers.progress import FLOOR, LabelTally, overall
 from scorers.score import AgentResult, WindowResult
 
 #: Days the agent page's chart shows, and the index's sparklines.

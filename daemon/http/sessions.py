@@ -26,13 +26,16 @@ import secrets
 import stat
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import aiohttp_session
 from aiohttp import web
-from aiohttp_session.cookie_storage import EncryptedCookieStorage
 
 from collectors.safeopen import RefusedFile, checked_fd
 from daemon.http.guards import local_path, new_token
+
+if TYPE_CHECKING:
+    from aiohttp_session.cookie_storage import EncryptedCookieStorage
 
 log = logging.getLogger("honestyd")
 
@@ -122,10 +125,41 @@ def session_key(state_dir: Path, environ: Mapping[str, str]) -> bytes:
     return key
 
 
-def storage(key: bytes, *, secure: bool) -> EncryptedCookieStorage:
+class Storage(aiohttp_session.AbstractStorage):
+    """aiohttp-session's EncryptedCookieStorage, made at the first request that reads or writes a session (a page,
+    a sign-in): it imports cryptography, the daemon's largest import, which a daemon only scraped and asked its API
+    never needs (docs/performance.md, "The empty daemon's memory")."""
+
+    def __init__(self, key: bytes, *, secure: bool) -> None:
+        if len(key) != KEY_BYTES:
+            raise BadKey(f"a session key is {KEY_BYTES} bytes, not {len(key)}")
+        super().__init__(cookie_name=COOKIE, max_age=SESSION_SECONDS, httponly=True, samesite="Strict",
+                         secure=secure or None, path="/")
+        self._key = key
+        self._secure = secure
+        self._encrypted: EncryptedCookieStorage | None = None
+
+    def encrypted(self) -> EncryptedCookieStorage:
+        """The storage itself, made on the first call."""
+        if self._encrypted is None:
+            from aiohttp_session.cookie_storage import EncryptedCookieStorage
+
+            self._encrypted = EncryptedCookieStorage(
+                self._key, cookie_name=COOKIE, max_age=SESSION_SECONDS, httponly=True, samesite="Strict",
+                secure=self._secure or None, path="/")
+        return self._encrypted
+
+    async def load_session(self, request: web.Request) -> aiohttp_session.Session:
+        return await self.encrypted().load_session(request)
+
+    async def save_session(self, request: web.Request, response: web.StreamResponse,
+                           session: aiohttp_session.Session) -> None:
+        await self.encrypted().save_session(request, response, session)
+
+
+def storage(key: bytes, *, secure: bool) -> Storage:
     """The cookie storage of the sessions (see the module)."""
-    return EncryptedCookieStorage(key, cookie_name=COOKIE, max_age=SESSION_SECONDS, httponly=True,
-                                  samesite="Strict", secure=secure or None, path="/")
+    return Storage(key, secure=secure)
 
 
 def fingerprint(token: str) -> str:

@@ -40,7 +40,7 @@ Modules: :mod:`~daemon.simulate.corpus` (names, sources, text templates), :mod:`
 """
 
 from daemon.simulate.citations import citation_target, rebase_url
-from daemon.simulate.cli import add_arguments, main
+from daemon.simulate.cli import main
 from daemon.simulate.corpus import GHOST_PATHS, agent_names
 from daemon.simulate.policies import POLICY_CYCLE, policy_for
 from daemon.simulate.writer import DEFAULT_START, SimSummary, simulate
@@ -50,7 +50,6 @@ __all__ = [
     "GHOST_PATHS",
     "POLICY_CYCLE",
     "SimSummary",
-    "add_arguments",
     "agent_names",
     "citation_target",
     "main",

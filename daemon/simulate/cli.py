@@ -1,4 +1,4 @@
-"""The ``honestyd simulate`` sub-command: its arguments and the one-line summary it prints."""
+"""The ``honestyd simulate`` sub-command: the one-line summary it prints (its options are in daemon/cli.py)."""
 
 from __future__ import annotations
 
@@ -6,39 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from daemon import cliargs
 from daemon.simulate.draws import ts_text
 from daemon.simulate.writer import simulate
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the ``simulate`` sub-command's options to ``parser``."""
-    parser.add_argument("--seed", type=int, required=True, help="random seed")
-    parser.add_argument("--out", type=cliargs.fresh_dir, required=True,
-                        help="output state directory (missing or empty)")
-    parser.add_argument("--agents", type=cliargs.positive_int, default=6, help="number of agents (default 6)")
-    parser.add_argument("--days", type=cliargs.positive_int, default=3, help="simulated days (default 3)")
-    parser.add_argument(
-        "--start",
-        default=None,
-        metavar="TIME",
-        type=cliargs.timestamp,
-        help="start time: RFC 3339, 'now', or a date YYYY-MM-DD (default 2026-05-01T00:00:00Z)",
-    )
-    parser.add_argument(
-        "--events-per-day",
-        dest="events_per_day",
-        type=cliargs.positive_int,
-        default=40,
-        help="decisions per agent per day (default 40)",
-    )
-    parser.add_argument(
-        "--url-base",
-        dest="url_base",
-        default=None,
-        metavar="URL",
-        help="serve every cited web URL under this base (e.g. a local link server)",
-    )
 
 
 def main(args: argparse.Namespace) -> int:

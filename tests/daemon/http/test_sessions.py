@@ -11,7 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from daemon.http.sessions import CREDENTIAL, KEY_FILE, BadKey, load_key, parse_key, session_key
+from daemon.http.sessions import (
+    COOKIE,
+    CREDENTIAL,
+    KEY_FILE,
+    SESSION_SECONDS,
+    BadKey,
+    Storage,
+    load_key,
+    parse_key,
+    session_key,
+)
 
 
 def test_the_key_is_created_once_0600_and_read_back(tmp_path: Path) -> None:
@@ -70,3 +80,13 @@ def test_what_is_not_a_key_is_refused_and_the_daemon_keeps_a_key_of_its_own(tmp_
     assert len(first) == 32 and first != second  # each start its own: sign-ins last until it stops
     assert "session key not available" in caplog.text and KEY_FILE in caplog.text
     assert (tmp_path / KEY_FILE).read_bytes() == b"not a key\n"  # left for the operator to look at
+
+
+def test_the_storage_refuses_a_wrong_key_at_once_and_encrypts_from_its_first_session() -> None:
+    with pytest.raises(BadKey):
+        Storage(b"x" * 31, secure=False)  # as the app is made, not at the first sign-in
+    storage = Storage(b"k" * 32, secure=True)
+    assert storage._encrypted is None  # cryptography not needed yet (tests/system/test_start_imports.py)
+    encrypted = storage.encrypted()
+    assert storage.encrypted() is encrypted and encrypted.cookie_name == COOKIE == storage.cookie_name
+    assert encrypted.cookie_params == storage.cookie_params and encrypted.max_age == SESSION_SECONDS

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
+from daemon.cli import add_simulate_arguments
 from daemon.simulate import (
     DEFAULT_START,
     GHOST_PATHS,
     POLICY_CYCLE,
     SimSummary,
-    add_arguments,
     agent_names,
     citation_target,
     main,
@@ -288,7 +288,7 @@ def test_timing_margins_at_the_end(sim: tuple[Path, SimSummary]) -> None:
 
 def test_cli_main(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     parser = argparse.ArgumentParser()
-    add_arguments(parser)
+    add_simulate_arguments(parser)
     out = tmp_path / "state"
     argv = ["--seed", "3", "--out", str(out), "--days", "1", "--events-per-day", "10"]
     assert main(parser.parse_args([*argv, "--start", "2026-06-01T12:00:00Z"])) == 0
