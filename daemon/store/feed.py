@@ -61,15 +61,13 @@ class Feed(Queries):
         return [(r[0], r[1], r[2], r[3]) for r in self.conn.execute(
             "SELECT seq, what, path, rid FROM changes WHERE seq > ? ORDER BY seq", (seq,))]
 
-    def labels_since(self, rowid: int) -> list[tuple[int, Label]]:
-        """(rowid, label) of the labels stored after ``rowid`` (labels are never deleted: rowids only grow)."""
-        return [
-            (r[0], Label(from_us(r[4]), r[5], r[6], r[7], r[1], r[3], r[2]))
-            for r in self.conn.execute(
+    def labels_since(self, rowid: int) -> Iterator[tuple[int, Label]]:
+        """(rowid, label) of the labels stored after ``rowid`` (labels are never deleted: rowids only grow), streamed:
+        a load reads every label, and a list of them all would be freed again among what the load keeps."""
+        for r in self.conn.execute(
                 "SELECT rowid, path, generation, line, ts_us, decision, value, reviewer FROM labels WHERE rowid > ?"
-                " ORDER BY rowid", (rowid,)
-            )
-        ]
+                " ORDER BY rowid", (rowid,)):
+            yield r[0], Label(from_us(r[4]), r[5], r[6], r[7], r[1], r[3], r[2])
 
     def ids_only_before(self, horizon: datetime, upto: int) -> Iterator[str]:
         """The ids all of whose events (rowid ≤ ``upto``) are dated up to ``horizon``: streamed, not held."""

@@ -46,11 +46,12 @@ class Anchored:
     (:attr:`~scorers.rule.Rule.reaches_back`): a window whose edge passed that record's time takes their counts
     back out when it sums. Times are microseconds."""
 
-    __slots__ = ("contributions", "decisions", "needs", "sorted_times", "times")
+    __slots__ = ("contributions", "decisions", "held", "needs", "sorted_times")
 
     def __init__(self) -> None:
-        #: Per decision (aligned with Agent.events): the time the window must hold for its outcome to count, or NONE.
-        self.times: array[int] = array("q")
+        #: Per decision (aligned with Agent.events): 1 when it needs a time inside the window (a byte, not the time:
+        #: most decisions need none, and the time is beside the decision in ``needs``).
+        self.held = bytearray()
         self.sorted_times: array[int] = array("q")
         #: The decisions with a time, in (ts, read order), and beside each its time (``needs``) and the position of
         #: (passed, counted, pending, false gaps) in the model's contributions (``contributions``): what a window
@@ -59,16 +60,24 @@ class Anchored:
         self.needs: array[int] = array("q")
         self.contributions: array[int] = array("i")
 
+    def need(self, t: Table, s: int, i: int) -> int:
+        """The time the decision ``s`` (at ``i``) needs inside the window (NONE: none)."""
+        if not self.held[i]:
+            return NONE
+        j = find(self.decisions, s, t)
+        assert j is not None
+        return self.needs[j]
+
     def set(self, t: Table, s: int, i: int, need: int, contribution: int, merged: array[int] | None) -> None:
         """The decision ``s`` at ``i`` now needs ``need`` (NONE: nothing) inside the window for ``contribution`` to
         count (``merged``: the agent's times of every such rule, when it has more than this one)."""
-        old = self.times[i]
-        if old != NONE:
+        if self.held[i]:
+            j = find(self.decisions, s, t)
+            assert j is not None
+            old = self.needs[j]
             del self.sorted_times[bisect.bisect_left(self.sorted_times, old)]
             if merged is not None:
                 del merged[bisect.bisect_left(merged, old)]
-            j = find(self.decisions, s, t)
-            assert j is not None
             del self.decisions[j], self.needs[j], self.contributions[j]
         if need != NONE:
             bisect.insort(self.sorted_times, need)
@@ -77,7 +86,7 @@ class Anchored:
             j = insert(self.decisions, s, t)  # a first evaluation sets them in (ts, read order): the end, no search
             self.needs.insert(j, need)
             self.contributions.insert(j, contribution)
-        self.times[i] = need
+        self.held[i] = need != NONE
 
 
 class Agent:

@@ -18,7 +18,7 @@ from collections.abc import Collection, Iterable
 from datetime import datetime, timedelta
 
 from collectors.rfc3339 import to_us
-from scorers.live.agents import NONE, drop_slots, drop_times, without
+from scorers.live.agents import drop_slots, drop_times, without
 from scorers.live.base import SLOTS, ModelState
 from scorers.live.labels import slots_of
 from scorers.live.table import EMPTY
@@ -179,11 +179,11 @@ class Eviction(ModelState):
         keep = [i for i in range(k) if events[i] not in gone]
         first = next((i for i, j in enumerate(keep) if i != j), len(keep))  # the first decision taken out
         for an in a.anchored:
-            times = [x for i in range(first, k) if events[i] in gone and (x := an.times[i]) != NONE]
+            times = [x for d, x in zip(an.decisions, an.needs, strict=True) if d in gone]
             drop_times(an.sorted_times, times)
             if a.merged is not None:
                 drop_times(a.merged, times)
-            an.times[:k] = array("q", [an.times[i] for i in keep])
+            an.held[:k] = bytes(an.held[i] for i in keep)
             drop_slots(an.decisions, gone, newest, ts, an.needs, an.contributions)
         a.counts[:k] = array("i", [a.counts[i] for i in keep])
         a.events[:k] = array(SLOTS, [events[i] for i in keep])

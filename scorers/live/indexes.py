@@ -49,7 +49,7 @@ class Indexing(ModelState):
         i = insert(a.events, s, t)
         a.counts.insert(i, 0)
         for an in a.anchored:
-            an.times.insert(i, NONE)
+            an.held.insert(i, 0)
         self._changed(a, i)
         if plan.replies and e.id in self._labels:
             a.set_labelled(s, self._label_columns.latest(self._labels[e.id]))
@@ -81,7 +81,7 @@ class Indexing(ModelState):
         a.events.append(s)
         a.counts.append(0)
         for an in a.anchored:
-            an.times.append(NONE)
+            an.held.append(0)
         if plan.follow_ups:  # (no label is filed yet: a rebuild files them after its records, _show_label)
             e = t.event(s)
             for (_, _, awaits), waiting in zip(plan.follow_ups, a.awaiting, strict=True):
@@ -112,7 +112,7 @@ class Indexing(ModelState):
         assert i is not None
         for an in a.anchored:
             an.set(t, s, i, NONE, 0, a.merged)
-            del an.times[i]
+            del an.held[i]
         del a.events[i], a.counts[i]
         self._changed(a, i)
         a.drop_labelled(s)

@@ -149,9 +149,12 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
     def _stored_slots(self) -> array[int]:
         """Every slot still stored (those removed while hidden are let go here)."""
         t, removed = self._table, self._removed
+        held = self._held_slots()
+        if not removed:
+            return held
         for s in removed:
             t.release(s)
-        return array(SLOTS, [s for s in self._held_slots() if s not in removed])
+        return array(SLOTS, (s for s in held if s not in removed))
 
     def _let_go_of_ids_before(self, slots: array[int], horizon: datetime) -> array[int]:
         """``slots`` without the records of the ids whose every record is dated up to ``horizon`` (let go: their

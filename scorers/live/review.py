@@ -11,7 +11,6 @@ from datetime import timedelta
 
 from collectors.records import Label
 from collectors.rfc3339 import to_us
-from scorers.live.agents import NONE
 from scorers.live.base import ModelState
 from scorers.live.table import EMPTY
 from scorers.progress import LabelTally, tally_counts
@@ -57,7 +56,7 @@ class Review(ModelState):
             for i in range(lo, hi):
                 counts = table[a.counts[i]]
                 fails = any(counts[s + 1] > counts[s] for s in plain) or any(
-                    counts[s + 1] > counts[s] and (an.times[i] == NONE or an.times[i] > edge)
+                    counts[s + 1] > counts[s] and (not an.held[i] or an.need(t, a.events[i], i) > edge)
                     for (_, s, _, _), an in zip(plan.anchored, a.anchored, strict=True))
                 if fails and t.id(a.events[i]) not in self._labels:
                     count += 1

@@ -47,7 +47,7 @@ Split = Callable[[list[str], list[int], Callable[[Sequence[str]], list[list[Outc
 
 #: Decisions per block of the cached prefix sums (see range_sums): a window's sum adds at most 2 × (BLOCK − 1)
 #: decisions' counts to one difference of prefixes.
-BLOCK = 32
+BLOCK = 64
 
 
 class Summing(Indexing):
@@ -98,7 +98,7 @@ class Summing(Indexing):
                         until = deadline
             else:
                 t = None  # a — adds nothing to any window, in it or not
-            anchors.append((t, (passed, counted, undecided, gap)) if t is not None or an.times[i] != NONE else None)
+            anchors.append((t, (passed, counted, undecided, gap)) if t is not None or an.held[i] else None)
         return tuple(counts), until, tuple(anchors)
 
     def _apply(self, s: int, a: Agent, i: int, outcomes: Outcomes) -> None:

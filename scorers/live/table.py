@@ -92,7 +92,7 @@ def _varint(n: int) -> bytes:
 class Table:
     """Every record the model holds, by slot (see the module docstring). Not thread-safe: one owner."""
 
-    __slots__ = ("_made", "_raw", "blob", "citations", "cited", "decides", "decision_kinds", "free", "garbage", "id_at",
+    __slots__ = ("_made", "blob", "citations", "cited", "decides", "decision_kinds", "free", "garbage", "id_at",
                  "line", "shape", "shapes", "source", "sources", "strings", "thread", "threads", "ts", "vocabulary")
 
     def __init__(self, vocabulary: Vocabulary | None, decision_kinds: frozenset[str]) -> None:
@@ -121,15 +121,14 @@ class Table:
         #: Strings and tuples the shared values hold, each once.
         self.strings: dict[Any, Any] = {}
         self._made: dict[int, Event] = {}
-        self._raw: dict[Any, int] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__ if name not in ("_made", "_raw", "strings")}
+        return {name: getattr(self, name) for name in self.__slots__ if name not in ("_made", "strings")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         for name, value in state.items():
             setattr(self, name, value)
-        self._made, self._raw, self.strings = {}, {}, {}
+        self._made, self.strings = {}, {}
 
     def __len__(self) -> int:
         """How many slots hold a record."""
@@ -202,7 +201,9 @@ class Table:
 
     def add_rows(self, rows: Iterable[tuple[Sequence[Any], Sequence[tuple[str, str]]]]) -> Iterator[int]:
         """Slots holding the events of these store rows (see :meth:`~scorers.live.visibility.Visibility.add_rows`)."""
-        raw, decision_kinds = self._raw, self.decision_kinds
+        # Local to the call (a store's rows are read in one): the raw values hold whole texts.
+        raw: dict[Any, int] = {}
+        decision_kinds = self.decision_kinds
         sources: dict[tuple[str, str, str], int] = {}
         for r, pairs in rows:
             line, kind = r[6], r[4]

@@ -32,10 +32,14 @@ Lookup = Callable[[Collection[str]], tuple[list[Event], list[Label]]]
 class Visibility(ModelState):
     """Records in and out, and their visibility as T moves."""
 
-    def _held_slots(self) -> list[int]:
-        """Every slot held (visible, shadowed, hidden, loaded, removed while hidden), each once."""
-        return [*self._winner.values(), *(s for rest in self._shadowed.values() for s in rest),
-                *(h[2] for h in self._hidden), *self._loaded]
+    def _held_slots(self) -> array[int]:
+        """Every slot held (visible, shadowed, hidden, loaded, removed while hidden), each once (a column: a list of a
+        million slots would cost 40 MB while it lives)."""
+        held = array(SLOTS, self._loaded)
+        held.extend(self._winner.values())
+        held.extend(s for rest in self._shadowed.values() for s in rest)
+        held.extend(h[2] for h in self._hidden)
+        return held
 
     def records(self) -> list[Event]:
         """Every record the model holds (visible, shadowed, hidden, loaded, removed while hidden), each once, as the

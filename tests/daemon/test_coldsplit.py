@@ -73,7 +73,7 @@ def _state(model: LiveModel) -> dict[str, Any]:
         return [model._contributions[c] for c in an.contributions]
 
     return {"agents": {n: ([model._counts[c] for c in a.counts],
-                           [(an.times, an.needs, contributions(an)) for an in a.anchored])
+                           [(an.held, an.needs, contributions(an)) for an in a.anchored])
                        for n, a in model._agents.items()},
             "expiry": sorted((until, model._table.order(s)) for until, _, s in model._expiry),
             "evaluated": model.evaluated}

@@ -346,14 +346,15 @@ def _assert_indexes_hold(model: LiveModel) -> None:
     for a in model._agents.values():
         assert len(a.counts) == len(a.events)
         for an in a.anchored:  # the outcomes needing an earlier record inside the window (consistency's repeats)
-            times = list(an.times)
+            times = [an.need(t, d, i) for i, d in enumerate(a.events)]
+            assert len(an.held) == len(a.events) and set(an.held) <= {0, 1}
             assert len(times) == len(a.events)
             assert list(an.sorted_times) == sorted(p for p in times if p != NONE)
             assert all(p <= t.ts[d] for d, p in zip(a.events, times, strict=True) if p != NONE)  # _sum counts on it
             assert list(an.decisions) == [d for d, p in zip(a.events, times, strict=True) if p != NONE]
             assert list(an.needs) == [p for p in times if p != NONE]
             assert len(an.contributions) == len(an.decisions)
-        assert list(a.anchor_times) == sorted(p for an in a.anchored for p in an.times if p != NONE)
+        assert list(a.anchor_times) == sorted(p for an in a.anchored for p in an.needs)
         for waiting in a.awaiting:
             assert set(waiting) <= set(a.events)
             assert list(waiting) == sorted(waiting, key=t.key)
@@ -580,7 +581,7 @@ def _indexes(model: LiveModel) -> dict[str, Any]:
     times = model._label_columns.ts  # labelled: each decision's latest label by slot, compared by its time
     agents = {agent: (events(a.events), [model._counts[c] for c in a.counts], [events(w) for w in a.awaiting],
                       {t.id(d): times[s] for d, s in zip(a.labelled, a.label_slots, strict=True)}, a.prefix.tolist(),
-                      [(list(an.times), list(an.sorted_times), events(an.decisions), list(an.needs),
+                      [(bytes(an.held), list(an.sorted_times), events(an.decisions), list(an.needs),
                         [model._contributions[c] for c in an.contributions]) for an in a.anchored])
               for agent, a in model._agents.items()}
     return {"agents": agents, "state_times": list(model._state_times),
