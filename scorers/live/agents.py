@@ -95,11 +95,11 @@ class Agent:
     __slots__ = ("anchor_times", "anchored", "awaiting", "counts", "events", "label_slots", "labelled", "merged",
                  "prefix", "tail", "tail_key", "version")
 
-    def __init__(self, zero: tuple[int, ...], anchored: int, follow_ups: int) -> None:
+    def __init__(self, zero: tuple[int, ...], anchored: int, follow_ups: int, counts: str = "H") -> None:
         self.events: array[int] = array(SLOTS)
         #: Per decision: the position of its counts in the model's counts table ((passed, counted, pending) per rule,
-        #: then its false gaps: see scorers/live/plan.py).
-        self.counts: array[int] = array("i")
+        #: then its false gaps: see scorers/live/plan.py); two bytes each while the table is that small (``counts``).
+        self.counts: array[int] = array(counts)
         #: Per window-dependent rule, the decisions whose outcome needs an earlier record inside the window.
         self.anchored = tuple(Anchored() for _ in range(anchored))
         #: Their times, all rules together, sorted: how many a window's edge has passed is one bisection. With one

@@ -35,6 +35,8 @@ DAWN = datetime.min.replace(tzinfo=UTC)
 NO_WIDTH = timedelta(0)
 #: The typecode of a column of slots.
 SLOTS = "i"
+#: The agents' columns of counts take two bytes a decision while the model's counts table has at most this many.
+COUNTS_FIT = 0x10000
 
 
 def slots_in(held: int | list[int] | None) -> list[int]:
@@ -154,6 +156,9 @@ class ModelState:
         if k is None:
             k = self._count_at[counts] = len(self._counts)
             self._counts.append(counts)
+            if k == COUNTS_FIT:  # past two bytes: every agent's column of counts widens
+                for a in self._agents.values():
+                    a.counts = array("I", a.counts)
         return k
 
     def _contribution_index(self, contribution: tuple[int, int, int, int]) -> int:

@@ -185,7 +185,7 @@ class Eviction(ModelState):
                 drop_times(a.merged, times)
             an.held[:k] = bytes(an.held[i] for i in keep)
             drop_slots(an.decisions, gone, newest, ts, an.needs, an.contributions)
-        a.counts[:k] = array("i", [a.counts[i] for i in keep])
+        a.counts[:k] = array(a.counts.typecode, [a.counts[i] for i in keep])
         a.events[:k] = array(SLOTS, [events[i] for i in keep])
         self._changed(a, first)
         for s in slots:

@@ -18,6 +18,7 @@ from collectors.links import LinkMap, Links
 from collectors.records import CheckResult, Event, FileEntry, Label
 from collectors.rfc3339 import from_us, to_us
 from scorers.context import paths_of, prompt_key
+from scorers.live import base
 from scorers.live.agents import NONE, Agent, find, insert
 from scorers.live.base import SLOTS, ModelState
 from scorers.lookups import CurrentChecks, FileState
@@ -31,7 +32,8 @@ class Indexing(ModelState):
         a = self._agents.get(name)
         if a is None:
             plan = self.plan
-            a = self._agents[name] = Agent(plan.zero, len(plan.anchored), len(plan.follow_ups))
+            a = self._agents[name] = Agent(plan.zero, len(plan.anchored), len(plan.follow_ups),
+                                           "H" if len(self._counts) <= base.COUNTS_FIT else "I")
         return a
 
     def _index(self, s: int) -> None:

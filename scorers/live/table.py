@@ -25,8 +25,11 @@ from collectors.rfc3339 import from_us, to_us
 from scorers.live.columns import NO_SHAPE, Columns
 from scorers.live.records import Vocabulary, reduce_text
 
-#: In :attr:`Table.source`: the slot holds no record (let go, to be given again).
-FREE = -1
+#: In :attr:`Table.id_at`: the slot holds no record (let go, to be given again).
+FREE = 0xFFFF_FFFF
+#: The columns of positions and lines: two bytes a slot while every value fits, four from the first that does not.
+NARROW = ("source", "line", "thread", "cited", "shape")
+_FITS = 0xFFFF
 #: A slot's key: (time in microseconds, path, generation, line): the order of :func:`scorers.lookups.sort_key`.
 Key = tuple[int, str, int, int]
 #: The Events made again that are kept (see :meth:`Table.event`): a rule reads its decision's neighbours too.
@@ -98,15 +101,15 @@ class Table:
     def __init__(self, vocabulary: Vocabulary | None, decision_kinds: frozenset[str]) -> None:
         self.vocabulary = vocabulary
         self.decision_kinds = decision_kinds
-        #: Per slot: the time (microseconds since the epoch), its source's position (FREE: no record), the line (0:
-        #: none, a Markdown decision), and the positions of its thread, citations and shape in the tables below.
+        #: Per slot: the time (microseconds since the epoch), its source's position, the line (0: none, a Markdown
+        #: decision), and the positions of its thread, citations and shape in the tables below (see NARROW).
         self.ts: array[int] = array("q")
-        self.source: array[int] = array("i")
-        self.line: array[int] = array("I")
-        self.thread: array[int] = array("i")
-        self.cited: array[int] = array("i")
-        self.shape: array[int] = array("i")
-        #: Per slot, where its id starts in ``blob``: its length (a varint), then its UTF-8 bytes.
+        self.source: array[int] = array("H")
+        self.line: array[int] = array("H")
+        self.thread: array[int] = array("H")
+        self.cited: array[int] = array("H")
+        self.shape: array[int] = array("H")
+        #: Per slot, where its id starts in ``blob``: its length (a varint), then its UTF-8 bytes (FREE: no record).
         self.id_at: array[int] = array("I")
         self.blob = bytearray()
         #: Bytes of ``blob`` no slot names any more (compacted once they are half of it).
@@ -172,19 +175,29 @@ class Table:
         self.blob += _varint(len(data))
         self.blob += data
         thread_at = self.threads(self._share(thread)) if thread is not None else 0
+        line = line or 0
+        if source > _FITS or line > _FITS or thread_at > _FITS or cited > _FITS or shape > _FITS:
+            self._widen(source=source, line=line, thread=thread_at, cited=cited, shape=shape)
         if self.free:
             slot = self.free.pop()
-            self.ts[slot], self.source[slot], self.line[slot] = us, source, line or 0
+            self.ts[slot], self.source[slot], self.line[slot] = us, source, line
             self.thread[slot], self.cited[slot], self.shape[slot], self.id_at[slot] = thread_at, cited, shape, at
             return slot
         self.ts.append(us)
         self.source.append(source)
-        self.line.append(line or 0)
+        self.line.append(line)
         self.thread.append(thread_at)
         self.cited.append(cited)
         self.shape.append(shape)
         self.id_at.append(at)
         return len(self.ts) - 1
+
+    def _widen(self, **values: int) -> None:
+        """Four bytes a slot for the columns that are to hold one of these values past two."""
+        for name, value in values.items():
+            column = getattr(self, name)
+            if value > _FITS and column.typecode == "H":
+                setattr(self, name, array("I", column))
 
     def is_stub(self, kind: str, line: int | None) -> bool:
         """True for a heartbeat record no rule reads but through its time (not of a decision kind)."""
@@ -255,7 +268,7 @@ class Table:
         """Let go of the record in ``slot`` (the slot is given to a later record)."""
         at = self.id_at[slot]
         self.garbage += self._id_span(at)[1] - at
-        self.source[slot] = FREE
+        self.id_at[slot] = FREE
         self.free.append(slot)
         self._made.pop(slot, None)
         if self.garbage > 4096 and self.garbage * 2 > len(self.blob):
@@ -263,10 +276,10 @@ class Table:
 
     def _compact(self) -> None:
         """Rewrite the ids' buffer without the bytes of slots let go (slots keep their numbers)."""
-        blob, out, id_at, source = self.blob, bytearray(), self.id_at, self.source
+        blob, out, id_at = self.blob, bytearray(), self.id_at
         for slot in range(len(id_at)):
-            if source[slot] != FREE:
-                at = id_at[slot]
+            at = id_at[slot]
+            if at != FREE:
                 id_at[slot] = len(out)
                 out += blob[at:self._id_span(at)[1]]
         self.blob, self.garbage = out, 0
@@ -275,7 +288,7 @@ class Table:
 
     def live(self, slot: int) -> bool:
         """True when ``slot`` holds a record."""
-        return 0 <= slot < len(self.source) and self.source[slot] != FREE
+        return 0 <= slot < len(self.id_at) and self.id_at[slot] != FREE
 
     def _id_span(self, at: int) -> tuple[int, int]:
         """Where the id stored at ``at`` starts and ends in ``blob`` (past its length)."""

@@ -93,9 +93,9 @@ class Visibility(ModelState):
         watch = self._may_have_let_go() and not self._readmitting
         t = self._table
         if self._fresh and not watch:  # a load: every record waits for the first evaluation
-            loaded, file_document, line = self._loaded, self._file_document, t.line
-            for s in slots:
-                if not line[s]:
+            loaded, file_document, markdown = self._loaded, self._file_document, t.is_markdown
+            for s in slots:  # (the table's narrow columns may widen, so are replaced, while slots are made)
+                if markdown(s):
                     file_document(s)
                 loaded.append(s)
             return

@@ -33,7 +33,7 @@ from daemon.config import Config, GitHub, Phrases
 from daemon.modelkeeper import LiveFeed
 from scorers import live
 from scorers.context import Context, Records, paths_of, sort_key
-from scorers.live import HistoryEvicted, LiveModel, Vocabulary, eviction, reduce_text, sums
+from scorers.live import HistoryEvicted, LiveModel, Vocabulary, base, eviction, reduce_text, sums, table
 from scorers.live.agents import NONE
 from scorers.live.base import slots_in
 from scorers.live.table import EMPTY, Table
@@ -49,6 +49,9 @@ def _small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     let go 10 minutes behind the longest window, in steps of a minute, so the examples (which span ten weeks) let
     go of records, recall them when their ids come again, and step back past what was let go."""
     monkeypatch.setattr(sums, "BLOCK", 3)
+    # Columns of two bytes widen to four past a few values (not 65,535), so the examples hold both and the change.
+    monkeypatch.setattr(base, "COUNTS_FIT", 4)
+    monkeypatch.setattr(table, "_FITS", 3)
     monkeypatch.setattr(eviction, "EVICT_SLACK", timedelta(minutes=10))
     monkeypatch.setattr(eviction, "EVICT_EVERY", timedelta(minutes=1))
 IDS = [f"d{i}" for i in range(14)]

@@ -9,12 +9,14 @@ import pickle
 import sys
 from datetime import datetime, timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.citations import Citation
 from collectors.records import Event
 from scorers.live import LiveModel
+from scorers.live import table as table_module
 from scorers.live.table import EMPTY, IdIndex, Table
 from tests.helpers import T0, ev
 from tests.scorers.live.test_model import CFG
@@ -131,3 +133,18 @@ def test_a_model_holds_no_object_per_decision() -> None:
     assert not [o for o in held if type(o) is str and o.startswith("d") and o[1:].isdigit()]
     assert len([o for o in held if isinstance(o, datetime)]) < 20
     assert len(held) < 2000
+
+
+def test_columns_take_four_bytes_from_the_first_value_past_two(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Positions and lines are held in two bytes while they fit (most stores), and a column widens when a value does
+    not (a line past 65,535; more distinct threads, citations, shapes or sources), the values held before kept."""
+    table = Table(None, DECISIONS)
+    first = table.add_event(ev("a", T0, line=7, thread="t0"))
+    assert {table.line.typecode, table.thread.typecode, table.source.typecode} == {"H"}
+    far = table.add_event(ev("b", T0, line=70_000, thread="t0"))
+    assert table.line.typecode == "I" and table.thread.typecode == "H"
+    monkeypatch.setattr(table_module, "_FITS", 2)  # the positional tables' boundary, reached with a few values
+    more = [table.add_event(ev(f"c{i}", T0, agent=f"agent{i}", line=i + 1, thread=f"t{i}")) for i in range(4)]
+    assert table.thread.typecode == table.source.typecode == "I" and table.shape.typecode == "H"
+    assert [table.event(s).line for s in (first, far)] == [7, 70_000]
+    assert [(table.event(s).agent, table.event(s).thread) for s in more] == [(f"agent{i}", f"t{i}") for i in range(4)]
