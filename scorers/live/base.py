@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from collectors.records import CheckResult, Event, Label
-from scorers.live.labels import Held, HeldLabels
+from scorers.live.labels import HeldLabels
 from scorers.live.plan import Plan
 from scorers.live.records import SEPARATOR, IdHashes, Vocabulary
 from scorers.live.table import IdIndex, Table
@@ -88,7 +88,7 @@ class ModelState:
         self._fresh = True
         # --- visibility.py
         #: The slot winning each id (spec 1.1: the first record of the id in read order).
-        self._winner = IdIndex(self._table)
+        self._winner = IdIndex(self._table.ids)
         #: With ``evict``, the slots of the records shown, by the day of their time (date ordinal, UTC): where letting
         #: go looks, so that it costs that day's records, not a walk over every record held. A slot let go since (or
         #: given to another record) is passed over there.
@@ -103,13 +103,13 @@ class ModelState:
         #: The Markdown decisions of each document: the one slot while it is alone (most documents hold one), a list
         #: past that (see :func:`slots_in`).
         self._documents: dict[str, int | list[int]] = {}
-        #: Every label held, as columns (scorers/live/labels.py): the maps below hold their slots.
+        #: Every label held, as columns (scorers/live/labels.py), with the visible ones on each decision id (its
+        #: ``visible``: the one slot while there is one, as most decisions carry, a tuple of slots while few, a list
+        #: past that).
         self._label_columns = HeldLabels()
-        #: The visible labels on each labelled decision id, in arrival order: the one slot while there is one (most
-        #: decisions carry one), a tuple of slots while few, a list past that (appending to a tuple copies it).
-        self._labels: dict[str, Held] = {}
-        #: The ids in _labels that no record held here carries, and how many visible labels are on them: labels on a
-        #: decision honestyd never saw (a typo, another system's id), kept as the store keeps them and counted.
+        #: The ids with visible labels that no record held here carries, and how many visible labels are on them:
+        #: labels on a decision honestyd never saw (a typo, another system's id), kept as the store keeps them and
+        #: counted.
         self._orphans: set[str] = set()
         self.unmatched_labels = 0
         #: The label tally as last computed (review.py); None once a label, or the record winning a labelled id,

@@ -105,7 +105,7 @@ class Eviction(ModelState):
             rid = t.id(w)
             self._winner.remove(rid)
             self._shadowed.pop(rid, None)
-            held = self._labels.pop(rid, None)
+            held = self._label_columns.unfile(rid)
             if held is not None:
                 for slot in slots_of(held):
                     self._label_columns.drop(slot)

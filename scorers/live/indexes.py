@@ -53,8 +53,9 @@ class Indexing(ModelState):
         for an in a.anchored:
             an.held.insert(i, 0)
         self._changed(a, i)
-        if plan.replies and e.id in self._labels:
-            a.set_labelled(s, self._label_columns.latest(self._labels[e.id]))
+        labelled = self._label_columns.visible(e.id) if plan.replies else None
+        if labelled is not None:
+            a.set_labelled(s, self._label_columns.latest(labelled))
         for (_, _, awaits), waiting in zip(plan.follow_ups, a.awaiting, strict=True):
             if awaits is None or awaits(e, self):
                 insert(waiting, s, t)
@@ -312,5 +313,5 @@ class Indexing(ModelState):
 
     def current_down_labels(self, decision_id: str) -> list[Label]:
         """Each reviewer's latest visible label on the decision, where it is ``down``, by reviewer."""
-        held = self._labels.get(decision_id)
+        held = self._label_columns.visible(decision_id)
         return [] if held is None else self._label_columns.current_down(held)

@@ -130,7 +130,7 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
         evicted, evicted_to, links = self._evicted, self.evicted_to, self._files.links
         elsewhere = self.let_go_elsewhere, self.let_go_elsewhere_count
         self.__init__(self.config, evict=self.evicts, rules=self.rules)  # type: ignore[misc]
-        self._table, self._winner = t, IdIndex(t, len(slots))
+        self._table, self._winner = t, IdIndex(t.ids, len(slots))
         self._evicted, self.evicted_to, self._files.links = evicted, evicted_to, links
         self.let_go_elsewhere, self.let_go_elsewhere_count = elsewhere
         self._fresh = False

@@ -21,7 +21,7 @@ class Review(ModelState):
 
     def visible_labels(self, decision_id: str) -> list[Label]:
         """Every label on the decision visible at the last evaluation time, in arrival order."""
-        held = self._labels.get(decision_id)
+        held = self._label_columns.visible(decision_id)
         return [] if held is None else self._label_columns.labels(held)
 
     def label_tally(self) -> dict[str, LabelTally]:
@@ -32,7 +32,7 @@ class Review(ModelState):
             winner, t, columns = self._winner.get, self._table, self._label_columns
             kind, values = columns.kind, columns.current_values
             up = [int(k[0] == "up") for k in columns.kinds]
-            for decision_id, held in self._labels.items():
+            for decision_id, held in columns.visible_items():
                 d = winner(decision_id)
                 if d != EMPTY and t.is_decision(d):
                     if type(held) is int:  # one label, the common case, is its reviewer's current one: read in place
@@ -58,7 +58,7 @@ class Review(ModelState):
                 fails = any(counts[s + 1] > counts[s] for s in plain) or any(
                     counts[s + 1] > counts[s] and (not an.held[i] or an.need(t, a.events[i], i) > edge)
                     for (_, s, _, _), an in zip(plan.anchored, a.anchored, strict=True))
-                if fails and t.id(a.events[i]) not in self._labels:
+                if fails and t.id(a.events[i]) not in self._label_columns:
                     count += 1
             out[agent] = count
         return out

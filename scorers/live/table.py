@@ -25,7 +25,7 @@ from collectors.rfc3339 import from_us, to_us
 from scorers.live.columns import NO_SHAPE, Columns
 from scorers.live.records import Vocabulary, reduce_text
 
-#: In :attr:`Table.id_at`: the slot holds no record (let go, to be given again).
+#: In :attr:`Ids.at`: the slot holds no id (its record let go; the slot is given again).
 FREE = 0xFFFF_FFFF
 #: The columns of positions and lines: two bytes a slot while every value fits, four from the first that does not.
 NARROW = ("source", "line", "thread", "cited", "shape")
@@ -92,11 +92,82 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
+class Ids:
+    """Ids by slot, as UTF-8 bytes in one buffer: each slot's start (``at``), where its length (a varint) and then its
+    bytes lie. A slot let go leaves its bytes behind until they are half of the buffer; then the buffer is written
+    again without them (slots keep their numbers)."""
+
+    __slots__ = ("at", "blob", "garbage")
+
+    def __init__(self) -> None:
+        self.at: array[int] = array("I")
+        self.blob = bytearray()
+        #: Bytes of ``blob`` no slot names any more.
+        self.garbage = 0
+
+    def put(self, slot: int, text: str) -> None:
+        """Hold ``text`` as the id of ``slot`` (the next slot, or one let go)."""
+        data = text.encode()
+        at = len(self.blob)
+        self.blob += _varint(len(data))
+        self.blob += data
+        if slot == len(self.at):
+            self.at.append(at)
+        else:
+            self.at[slot] = at
+
+    def live(self, slot: int) -> bool:
+        """True when ``slot`` holds an id."""
+        return 0 <= slot < len(self.at) and self.at[slot] != FREE
+
+    def release(self, slot: int) -> None:
+        """Let go of the id of ``slot``."""
+        at = self.at[slot]
+        self.garbage += self._span(at)[1] - at
+        self.at[slot] = FREE
+        if self.garbage > 4096 and self.garbage * 2 > len(self.blob):
+            self._compact()
+
+    def _compact(self) -> None:
+        blob, out, starts = self.blob, bytearray(), self.at
+        for slot in range(len(starts)):
+            at = starts[slot]
+            if at != FREE:
+                starts[slot] = len(out)
+                out += blob[at:self._span(at)[1]]
+        self.blob, self.garbage = out, 0
+
+    def _span(self, at: int) -> tuple[int, int]:
+        """Where the id stored at ``at`` starts and ends in ``blob`` (past its length)."""
+        blob = self.blob
+        n, shift = 0, 0
+        while True:
+            b = blob[at]
+            at += 1
+            n |= (b & 0x7F) << shift
+            if b < 0x80:
+                return at, at + n
+            shift += 7
+
+    def bytes_of(self, slot: int) -> bytes:
+        """The UTF-8 bytes of the id of ``slot``."""
+        at, blob = self.at[slot], self.blob
+        n = blob[at]
+        if n < 0x80:  # the common case: an id shorter than 128 bytes
+            return bytes(blob[at + 1:at + 1 + n])
+        start, end = self._span(at)
+        return bytes(blob[start:end])
+
+    def text(self, slot: int) -> str:
+        """The id of ``slot``."""
+        return self.bytes_of(slot).decode()
+
+
 class Table:
     """Every record the model holds, by slot (see the module docstring). Not thread-safe: one owner."""
 
-    __slots__ = ("_made", "blob", "citations", "cited", "decides", "decision_kinds", "free", "garbage", "id_at",
-                 "line", "shape", "shapes", "source", "sources", "strings", "thread", "threads", "ts", "vocabulary")
+    __slots__ = ("_made", "citations", "cited", "decides", "decision_kinds", "free", "ids", "line", "shape", "shapes",
+                 "source", "sources", "strings", "thread", "threads", "ts", "vocabulary")
 
     def __init__(self, vocabulary: Vocabulary | None, decision_kinds: frozenset[str]) -> None:
         self.vocabulary = vocabulary
@@ -109,11 +180,8 @@ class Table:
         self.thread: array[int] = array("H")
         self.cited: array[int] = array("H")
         self.shape: array[int] = array("H")
-        #: Per slot, where its id starts in ``blob``: its length (a varint), then its UTF-8 bytes (FREE: no record).
-        self.id_at: array[int] = array("I")
-        self.blob = bytearray()
-        #: Bytes of ``blob`` no slot names any more (compacted once they are half of it).
-        self.garbage = 0
+        #: Per slot, its record's id (a slot whose id is let go holds no record).
+        self.ids = Ids()
         self.free: array[int] = array("i")
         self.sources = _Interned()
         #: Per source: 1 when its kind is a decision kind.
@@ -170,10 +238,6 @@ class Table:
     def add(self, record_id: str, us: int, source: int, line: int | None, thread: str | None, cited: int,
             shape: int) -> int:
         """A slot holding this record (``source``, ``cited`` and ``shape``: positions from the methods above)."""
-        data = record_id.encode()
-        at = len(self.blob)
-        self.blob += _varint(len(data))
-        self.blob += data
         thread_at = self.threads(self._share(thread)) if thread is not None else 0
         line = line or 0
         if source > _FITS or line > _FITS or thread_at > _FITS or cited > _FITS or shape > _FITS:
@@ -181,7 +245,8 @@ class Table:
         if self.free:
             slot = self.free.pop()
             self.ts[slot], self.source[slot], self.line[slot] = us, source, line
-            self.thread[slot], self.cited[slot], self.shape[slot], self.id_at[slot] = thread_at, cited, shape, at
+            self.thread[slot], self.cited[slot], self.shape[slot] = thread_at, cited, shape
+            self.ids.put(slot, record_id)
             return slot
         self.ts.append(us)
         self.source.append(source)
@@ -189,7 +254,7 @@ class Table:
         self.thread.append(thread_at)
         self.cited.append(cited)
         self.shape.append(shape)
-        self.id_at.append(at)
+        self.ids.put(len(self.ts) - 1, record_id)
         return len(self.ts) - 1
 
     def _widen(self, **values: int) -> None:
@@ -266,54 +331,23 @@ class Table:
 
     def release(self, slot: int) -> None:
         """Let go of the record in ``slot`` (the slot is given to a later record)."""
-        at = self.id_at[slot]
-        self.garbage += self._id_span(at)[1] - at
-        self.id_at[slot] = FREE
+        self.ids.release(slot)
         self.free.append(slot)
         self._made.pop(slot, None)
-        if self.garbage > 4096 and self.garbage * 2 > len(self.blob):
-            self._compact()
-
-    def _compact(self) -> None:
-        """Rewrite the ids' buffer without the bytes of slots let go (slots keep their numbers)."""
-        blob, out, id_at = self.blob, bytearray(), self.id_at
-        for slot in range(len(id_at)):
-            at = id_at[slot]
-            if at != FREE:
-                id_at[slot] = len(out)
-                out += blob[at:self._id_span(at)[1]]
-        self.blob, self.garbage = out, 0
 
     # --- records out
 
     def live(self, slot: int) -> bool:
         """True when ``slot`` holds a record."""
-        return 0 <= slot < len(self.id_at) and self.id_at[slot] != FREE
-
-    def _id_span(self, at: int) -> tuple[int, int]:
-        """Where the id stored at ``at`` starts and ends in ``blob`` (past its length)."""
-        blob = self.blob
-        n, shift = 0, 0
-        while True:
-            b = blob[at]
-            at += 1
-            n |= (b & 0x7F) << shift
-            if b < 0x80:
-                return at, at + n
-            shift += 7
+        return self.ids.live(slot)
 
     def id_bytes(self, slot: int) -> bytes:
         """The UTF-8 bytes of the record's id."""
-        at, blob = self.id_at[slot], self.blob
-        n = blob[at]
-        if n < 0x80:  # the common case: an id shorter than 128 bytes
-            return bytes(blob[at + 1:at + 1 + n])
-        start, end = self._id_span(at)
-        return bytes(blob[start:end])
+        return self.ids.bytes_of(slot)
 
     def id(self, slot: int) -> str:
         """The record's id."""
-        return self.id_bytes(slot).decode()
+        return self.ids.bytes_of(slot).decode()
 
     def time(self, slot: int) -> datetime:
         """The record's time."""
@@ -385,14 +419,14 @@ EMPTY = -1
 
 
 class IdIndex:
-    """The slot winning each id: an open-addressing table (linear probing) keyed by the CRC-32 of the id's bytes, with
-    a byte of that CRC beside each entry so that most probes compare no id. About 5 bytes a table entry, at most
-    0.7 of the entries used."""
+    """The slot of each id held in ``ids``: an open-addressing table (linear probing) keyed by the CRC-32 of the id's
+    bytes, with a byte of that CRC beside each entry so that most probes compare no id. About 5 bytes a table entry,
+    at most 0.7 of the entries used. (For the table's records: the slot winning each id, spec 1.1.)"""
 
-    __slots__ = ("count", "mask", "slots", "table", "tags")
+    __slots__ = ("count", "ids", "mask", "slots", "tags")
 
-    def __init__(self, table: Table, expected: int = 0) -> None:
-        self.table = table
+    def __init__(self, ids: Ids, expected: int = 0) -> None:
+        self.ids = ids
         size = 8
         while size * 0.7 < expected:
             size *= 2
@@ -407,7 +441,7 @@ class IdIndex:
     def _find(self, key: bytes) -> tuple[int, int]:
         """(entry, slot) of ``key``, or (the empty entry where it would go, EMPTY)."""
         h = zlib.crc32(key)
-        tag, mask, slots, tags, id_bytes = h >> 24, self.mask, self.slots, self.tags, self.table.id_bytes
+        tag, mask, slots, tags, id_bytes = h >> 24, self.mask, self.slots, self.tags, self.ids.bytes_of
         i = h & mask
         while True:
             slot = slots[i]
@@ -440,7 +474,7 @@ class IdIndex:
         i, old = self._find(record_id.encode())
         if old == EMPTY:
             return
-        slots, tags, mask, id_bytes = self.slots, self.tags, self.mask, self.table.id_bytes
+        slots, tags, mask, id_bytes = self.slots, self.tags, self.mask, self.ids.bytes_of
         self.count -= 1
         j = i
         while True:
@@ -466,7 +500,7 @@ class IdIndex:
         self._put_all(old)
 
     def _put_all(self, slots: Iterable[int]) -> None:
-        id_bytes, table, tags, mask = self.table.id_bytes, self.slots, self.tags, self.mask
+        id_bytes, table, tags, mask = self.ids.bytes_of, self.slots, self.tags, self.mask
         for slot in slots:
             key = id_bytes(slot)
             h = zlib.crc32(key)

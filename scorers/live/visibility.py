@@ -18,13 +18,11 @@ from collectors.records import CheckResult, Event, Label, Order
 from collectors.rfc3339 import from_us, to_us
 from scorers.live.base import DAWN, SLOTS, ModelState, slots_in
 from scorers.live.columns import Columns
-from scorers.live.labels import HeldLabels, count_of, slots_of
+from scorers.live.labels import HeldLabels, count_of
 from scorers.live.records import Vocabulary
 from scorers.live.table import EMPTY
 from scorers.lookups import take_check
 
-#: Labels on one decision id held as a tuple of slots up to this many, then as a list.
-FEW_LABELS = 8
 #: What the store holds under some ids: every event with one of them, every label on one of them.
 Lookup = Callable[[Collection[str]], tuple[list[Event], list[Label]]]
 
@@ -139,7 +137,7 @@ class Visibility(ModelState):
         for label in labels:
             if let_go(label.decision):
                 continue
-            slot = held.add(label, label.decision)
+            slot = held.add(label)
             if self._fresh:
                 self._loaded_labels.append(slot)  # the first evaluation files them all (a heap entry each would cost)
             elif label.ts > self.at:
@@ -150,18 +148,15 @@ class Visibility(ModelState):
     def _labels_to_file_again(self) -> list[int]:
         """Every label's slot, as a rebuild files them again: the visible ones by decision in arrival order, then
         the hidden ones, then those added before the first evaluation."""
-        return [*(s for held in self._labels.values() for s in slots_of(held)), *(h[2] for h in self._hidden_labels),
-                *self._loaded_labels]
+        return [*self._label_columns.unfile_all(), *(h[2] for h in self._hidden_labels), *self._loaded_labels]
 
     def _file_labels_again(self, held: HeldLabels, slots: Iterable[int]) -> None:
         """After a rebuild's records are in: the labels in ``held``'s ``slots`` (:meth:`_labels_to_file_again`),
         filed as :meth:`add_labels` would file them."""
         self._label_columns = held
-        decisions, ts, let_go, at = held.decision, held.ts, self._let_go, to_us(self.at)
+        ts, let_go, at = held.ts, self._let_go, to_us(self.at)
         for slot in slots:
-            decision = decisions[slot]
-            assert decision is not None
-            if let_go(decision):
+            if let_go(held.decision(slot)):
                 held.drop(slot)
             elif ts[slot] > at:
                 heapq.heappush(self._hidden_labels, (from_us(ts[slot]), next(self._seq), slot))
@@ -231,7 +226,8 @@ class Visibility(ModelState):
             self._relabelled(rid)
             if self._orphans and rid in self._orphans:  # the labels on this id find their record
                 self._orphans.discard(rid)
-                self.unmatched_labels -= count_of(self._labels[rid])
+                held = self._label_columns.visible(rid)
+                self.unmatched_labels -= 0 if held is None else count_of(held)  # slot 0 is a label too
             if self.evicts:
                 self._file_day(s)
             self._index(s)
@@ -275,7 +271,7 @@ class Visibility(ModelState):
                 self._file_again(rid)
             else:
                 self._winner.remove(rid)
-                labels = self._labels.get(rid)
+                labels = self._label_columns.visible(rid)
                 if labels is not None:  # its labels now name no record (slot 0 alone is a label too)
                     self._orphans.add(rid)
                     self.unmatched_labels += count_of(labels)
@@ -326,32 +322,17 @@ class Visibility(ModelState):
 
     def _relabelled(self, record_id: str) -> None:
         """The record winning ``record_id`` changed: the label tally is to be made again if labels are on it."""
-        if record_id in self._labels:
+        if record_id in self._label_columns:
             self._tally = None
-
-    def _file_label(self, decision: str, slot: int) -> None:
-        """Add a visible label to its decision id's labels (see ``_labels``)."""
-        self._tally = None
-        held = self._labels.get(decision)
-        if held is None:
-            self._labels[decision] = slot
-        elif isinstance(held, int):
-            self._labels[decision] = (held, slot)
-        elif isinstance(held, list):
-            held.append(slot)
-        elif len(held) < FEW_LABELS:
-            self._labels[decision] = (*held, slot)
-        else:
-            self._labels[decision] = [*held, slot]
 
     def _show_label(self, slot: int) -> None:
         held = self._label_columns
-        decision = held.decision[slot]
-        assert decision is not None
+        decision = held.decision(slot)
         if self._let_go(decision):
             held.drop(slot)
             return  # waited hidden while its decision was let go
-        self._file_label(decision, slot)
+        self._tally = None
+        held.file(slot)
         d = self._winner.get(decision)
         if d == EMPTY:
             self._orphans.add(decision)

@@ -122,8 +122,8 @@ def test_a_cached_model_catches_up_to_what_a_cold_load_builds(world: World) -> N
 def _columns(model: LiveModel) -> dict[str, Any]:
     """What a model holds, column by column (its table, its ids' index, each agent's columns, the days)."""
     t = model._table
-    table = {name: getattr(t, name) for name in ("ts", "source", "line", "thread", "cited", "shape", "id_at", "blob",
-                                                 "free")}
+    table = {name: getattr(t, name) for name in ("ts", "source", "line", "thread", "cited", "shape", "free")}
+    table.update(ids=(t.ids.at, t.ids.blob))
     tables = {name: getattr(t, name).values for name in ("sources", "threads", "citations", "shapes")}
     agents = {name: (a.events, a.counts, a.awaiting, a.labelled, a.label_slots,
                      [(an.held, an.decisions, an.needs, an.contributions) for an in a.anchored])
@@ -141,7 +141,7 @@ def test_a_loaded_model_is_the_columns_it_was_written_as(world: World) -> None:
     assert loaded is not None
     assert _columns(loaded.model) == _columns(running.model)
     assert len(loaded.model._winner) == len(running.model._winner) > 100
-    assert loaded.model._winner.table is loaded.model._table  # the index reads the loaded table, not a copy
+    assert loaded.model._winner.ids is loaded.model._table.ids  # the index reads the loaded table, not a copy
     loaded.model._table.forget_made()
     held = _reachable(vars(loaded.model))
     assert not [o for o in held if isinstance(o, Event)]
@@ -308,7 +308,7 @@ def test_a_loaded_model_answers_for_the_labels_as_the_running_one(world: World) 
     loaded = modelcache.load(world.cache, CONFIG, world.store)
     assert loaded is not None
     model = loaded.model
-    assert model._labels and model._labels == running.model._labels
-    assert {k: model.visible_labels(k) for k in model._labels} == {
-        k: running.model.visible_labels(k) for k in running.model._labels}
+    visible = dict(model._label_columns.visible_items())
+    assert visible and visible == dict(running.model._label_columns.visible_items())
+    assert {k: model.visible_labels(k) for k in visible} == {k: running.model.visible_labels(k) for k in visible}
     assert model.label_tally() == running.model.label_tally()

@@ -148,7 +148,7 @@ def test_a_dropped_id_coming_again_follows_read_order_and_brings_its_labels(worl
     world.check(feed, world.now)
     held = _ids(feed)
     assert "old-3" in held and "old-4" in held  # recalled with their records (the old ones, then dropped again)
-    assert "old-7" not in held and "old-7" not in feed.model._labels  # its label left in the store
+    assert "old-7" not in held and "old-7" not in feed.model._label_columns  # its label left in the store
     result = feed.agent_result("ada", "24h")
     assert result is not None
     rows = {r.decision.id: r for r in result[1].rows}

@@ -26,7 +26,7 @@ def test_a_decisions_labels_come_back_as_given_and_answer_as_the_pure_lookups(la
     """Held and made again, the labels are the ones given, in arrival order; each reviewer's current labels and the
     current ``down`` ones are what scorers/lookups.py finds in the labels themselves."""
     held = HeldLabels()
-    slots = [held.add(lb, lb.decision) for lb in labels]
+    slots = [held.add(lb) for lb in labels]
     filed: int | tuple[int, ...] = slots[0] if len(slots) == 1 else tuple(slots)
     assert list(slots_of(filed)) == slots and count_of(filed) == len(labels)
     assert held.labels(filed) == labels
@@ -39,15 +39,15 @@ def test_a_decisions_labels_come_back_as_given_and_answer_as_the_pure_lookups(la
 def test_a_slot_let_go_is_given_to_the_next_label_without_its_note() -> None:
     """Letting a label go frees its slot for the next one (memory follows the window), and its note goes with it."""
     held = HeldLabels()
-    first = held.add(Label(T0, "d1", "down", "ana", "labels/a.jsonl", 7, note="why"), "d1")
-    second = held.add(Label(T0, "d2", "up", "ana", "labels/a.jsonl", 8), "d2")
+    first = held.add(Label(T0, "d1", "down", "ana", "labels/a.jsonl", 7, note="why"))
+    second = held.add(Label(T0, "d2", "up", "ana", "labels/a.jsonl", 8))
     assert held.label(first).note == "why" and len(held) == 2
     held.drop(first)
     assert len(held) == 1 and not held.notes
     # Strings of their own, as from a parser.
     again = held.add(Label(T0 + timedelta(hours=1), "d3", "".join(["u", "p"]), "bo", "/".join(["labels", "a.jsonl"]),
-                           9), "d3")
-    assert again == first and len(held.decision) == 2
+                           9))
+    assert again == first and len(held.ts) == 2
     assert held.label(again) == Label(T0 + timedelta(hours=1), "d3", "up", "bo", "labels/a.jsonl", 9)
     assert held.label(second) == Label(T0, "d2", "up", "ana", "labels/a.jsonl", 8)
     # Each combination's strings held once across combinations (the value of two reviewers' labels: one string).

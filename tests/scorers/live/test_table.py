@@ -70,12 +70,12 @@ def test_a_slot_reads_as_its_event_and_slots_let_go_are_given_again(records: lis
 def test_the_ids_buffer_is_compacted_once_more_than_half_of_it_is_let_go() -> None:
     table = Table(None, DECISIONS)
     slots = [table.add_event(ev(f"id-{i:05d}" * 20, T0, line=i + 1)) for i in range(300)]
-    size = len(table.blob)
+    size = len(table.ids.blob)
     for s in slots[:150]:
         table.release(s)
-    assert len(table.blob) == size and table.garbage == size // 2  # half: not yet
+    assert len(table.ids.blob) == size and table.ids.garbage == size // 2  # half: not yet
     table.release(slots[150])
-    assert len(table.blob) == size // 300 * 149 and table.garbage == 0  # past half: the 149 ids left, alone
+    assert len(table.ids.blob) == size // 300 * 149 and table.ids.garbage == 0  # past half: the 149 ids left, alone
     for s in slots[151:200]:
         table.release(s)
     table.forget_made()
@@ -88,7 +88,7 @@ def test_the_id_index_answers_as_a_dict_would(ops: list[tuple[str, int]]) -> Non
     """Puts, replacements and removals (backward-shift deletion, growth past its load) agree with a dict. The ids
     are few, so their CRCs share the table's low bits and every probe sequence is long."""
     table = Table(None, DECISIONS)
-    index, expected = IdIndex(table), {}
+    index, expected = IdIndex(table.ids), {}
     for op, n in ops:
         rid = f"r{n}"
         if op == "put":
