@@ -16,10 +16,11 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from collectors.records import CheckResult, Event, Label
+from scorers.live.ids import IdIndex
 from scorers.live.labels import HeldLabels
 from scorers.live.plan import Plan
 from scorers.live.records import SEPARATOR, IdHashes, Vocabulary
-from scorers.live.table import IdIndex, Table
+from scorers.live.table import Table
 from scorers.lookups import FileIndex, FileState
 from scorers.progress import LabelTally
 from scorers.rule import Rule

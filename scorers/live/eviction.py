@@ -20,8 +20,8 @@ from datetime import datetime, timedelta
 from collectors.rfc3339 import to_us
 from scorers.live.agents import drop_slots, drop_times, without
 from scorers.live.base import SLOTS, ModelState
+from scorers.live.ids import EMPTY
 from scorers.live.labels import slots_of
-from scorers.live.table import EMPTY
 
 #: How far behind the longest window the model keeps records: the clock may step back this far without a reload.
 EVICT_SLACK = timedelta(days=1)

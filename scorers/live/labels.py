@@ -2,8 +2,8 @@
 
 A label is a slot of :class:`HeldLabels`: its time and line number as integers, its value, reviewer, file and
 generation as one index into a small table of the combinations seen (a few reviewers write into a few files), and its
-decision as an index into the decision ids labels name, each held once as bytes (scorers/live/table.py's
-:class:`~scorers.live.table.Ids`, found by an :class:`~scorers.live.table.IdIndex`). The rare note goes in a map of its
+decision as an index into the decision ids labels name, each held once as bytes (scorers/live/ids.py's
+:class:`~scorers.live.ids.Ids`, found by an :class:`~scorers.live.ids.IdIndex`). The rare note goes in a map of its
 own. Beside each decision id, the slots of its visible labels (what the model files as :data:`Held`: the slot itself
 while there is one, as on most decisions); a :class:`~collectors.records.Label` is made again only where one is asked
 for: the labels on one decision, a reviewer's current ``down`` label.
@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 
 from collectors.records import Label
 from collectors.rfc3339 import from_us, to_us
-from scorers.live.table import EMPTY, IdIndex, Ids
+from scorers.live.ids import EMPTY, IdIndex, Ids
 from scorers.lookups import current_labels, down_labels
 
 #: A decision's labels as the model files them: one slot, or several in arrival order (a tuple while few).

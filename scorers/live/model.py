@@ -17,10 +17,10 @@ from datetime import datetime
 from collectors.rfc3339 import to_us
 from scorers.live.base import DAWN, SLOTS
 from scorers.live.eviction import Eviction
+from scorers.live.ids import EMPTY, IdIndex
 from scorers.live.invalidation import Invalidation
 from scorers.live.review import Review
 from scorers.live.sums import Split, Summing
-from scorers.live.table import EMPTY, IdIndex
 from scorers.live.visibility import Visibility
 from scorers.rule import Rule
 from scorers.rules import RULES

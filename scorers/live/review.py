@@ -12,7 +12,7 @@ from datetime import timedelta
 from collectors.records import Label
 from collectors.rfc3339 import to_us
 from scorers.live.base import ModelState
-from scorers.live.table import EMPTY
+from scorers.live.ids import EMPTY
 from scorers.progress import LabelTally, tally_counts
 
 

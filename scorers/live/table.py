@@ -7,12 +7,12 @@ to the phrases it matches, with the prompt, reason, alternatives, subject, corre
 columns, and its id as UTF-8 bytes in one buffer. Every index of the model holds slots. An :class:`Event` is made
 again only for what asks for one (a rule run for a decision, a page), and the last ones made are kept a while.
 
-:class:`IdIndex` finds a slot by its record's id (the winners of their ids: spec 1.1).
+Ids are held by :class:`~scorers.live.ids.Ids` and found by an :class:`~scorers.live.ids.IdIndex` (the winners of
+their ids: spec 1.1).
 """
 
 from __future__ import annotations
 
-import zlib
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
@@ -23,10 +23,9 @@ from collectors.jsonl import from_json_list
 from collectors.records import Event, Order
 from collectors.rfc3339 import from_us, to_us
 from scorers.live.columns import NO_SHAPE, Columns
+from scorers.live.ids import Ids
 from scorers.live.records import Vocabulary, reduce_text
 
-#: In :attr:`Ids.at`: the slot holds no id (its record let go; the slot is given again).
-FREE = 0xFFFF_FFFF
 #: The columns of positions and lines: two bytes a slot while every value fits, four from the first that does not.
 NARROW = ("source", "line", "thread", "cited", "shape")
 _FITS = 0xFFFF
@@ -81,86 +80,6 @@ class _Interned:
     def __setstate__(self, values: list[Any]) -> None:
         self.values = values
         self.at = {v: k for k, v in enumerate(values)}
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-class Ids:
-    """Ids by slot, as UTF-8 bytes in one buffer: each slot's start (``at``), where its length (a varint) and then its
-    bytes lie. A slot let go leaves its bytes behind until they are half of the buffer; then the buffer is written
-    again without them (slots keep their numbers)."""
-
-    __slots__ = ("at", "blob", "garbage")
-
-    def __init__(self) -> None:
-        self.at: array[int] = array("I")
-        self.blob = bytearray()
-        #: Bytes of ``blob`` no slot names any more.
-        self.garbage = 0
-
-    def put(self, slot: int, text: str) -> None:
-        """Hold ``text`` as the id of ``slot`` (the next slot, or one let go)."""
-        data = text.encode()
-        at = len(self.blob)
-        self.blob += _varint(len(data))
-        self.blob += data
-        if slot == len(self.at):
-            self.at.append(at)
-        else:
-            self.at[slot] = at
-
-    def live(self, slot: int) -> bool:
-        """True when ``slot`` holds an id."""
-        return 0 <= slot < len(self.at) and self.at[slot] != FREE
-
-    def release(self, slot: int) -> None:
-        """Let go of the id of ``slot``."""
-        at = self.at[slot]
-        self.garbage += self._span(at)[1] - at
-        self.at[slot] = FREE
-        if self.garbage > 4096 and self.garbage * 2 > len(self.blob):
-            self._compact()
-
-    def _compact(self) -> None:
-        blob, out, starts = self.blob, bytearray(), self.at
-        for slot in range(len(starts)):
-            at = starts[slot]
-            if at != FREE:
-                starts[slot] = len(out)
-                out += blob[at:self._span(at)[1]]
-        self.blob, self.garbage = out, 0
-
-    def _span(self, at: int) -> tuple[int, int]:
-        """Where the id stored at ``at`` starts and ends in ``blob`` (past its length)."""
-        blob = self.blob
-        n, shift = 0, 0
-        while True:
-            b = blob[at]
-            at += 1
-            n |= (b & 0x7F) << shift
-            if b < 0x80:
-                return at, at + n
-            shift += 7
-
-    def bytes_of(self, slot: int) -> bytes:
-        """The UTF-8 bytes of the id of ``slot``."""
-        at, blob = self.at[slot], self.blob
-        n = blob[at]
-        if n < 0x80:  # the common case: an id shorter than 128 bytes
-            return bytes(blob[at + 1:at + 1 + n])
-        start, end = self._span(at)
-        return bytes(blob[start:end])
-
-    def text(self, slot: int) -> str:
-        """The id of ``slot``."""
-        return self.bytes_of(slot).decode()
 
 
 class Table:
@@ -412,104 +331,3 @@ class Table:
     def forget_made(self) -> None:
         """Let go of the Events kept (see :meth:`event`)."""
         self._made.clear()
-
-
-#: In :attr:`IdIndex.slots`: no slot.
-EMPTY = -1
-
-
-class IdIndex:
-    """The slot of each id held in ``ids``: an open-addressing table (linear probing) keyed by the CRC-32 of the id's
-    bytes, with a byte of that CRC beside each entry so that most probes compare no id. About 5 bytes a table entry,
-    at most 0.7 of the entries used. (For the table's records: the slot winning each id, spec 1.1.)"""
-
-    __slots__ = ("count", "ids", "mask", "slots", "tags")
-
-    def __init__(self, ids: Ids, expected: int = 0) -> None:
-        self.ids = ids
-        size = 8
-        while size * 0.7 < expected:
-            size *= 2
-        self.slots: array[int] = array("i", [EMPTY]) * size
-        self.tags = bytearray(size)
-        self.mask = size - 1
-        self.count = 0
-
-    def __len__(self) -> int:
-        return self.count
-
-    def _find(self, key: bytes) -> tuple[int, int]:
-        """(entry, slot) of ``key``, or (the empty entry where it would go, EMPTY)."""
-        h = zlib.crc32(key)
-        tag, mask, slots, tags, id_bytes = h >> 24, self.mask, self.slots, self.tags, self.ids.bytes_of
-        i = h & mask
-        while True:
-            slot = slots[i]
-            if slot == EMPTY:
-                return i, EMPTY
-            if tags[i] == tag and id_bytes(slot) == key:
-                return i, slot
-            i = (i + 1) & mask
-
-    def get(self, record_id: str) -> int:
-        """The slot winning ``record_id`` (EMPTY: none)."""
-        return self._find(record_id.encode())[1]
-
-    def __contains__(self, record_id: str) -> bool:
-        return self._find(record_id.encode())[1] != EMPTY
-
-    def put(self, record_id: str, slot: int) -> None:
-        """``slot`` wins ``record_id`` now (in place of the slot that did, if any)."""
-        key = record_id.encode()
-        i, old = self._find(key)
-        self.slots[i] = slot
-        if old == EMPTY:
-            self.tags[i] = zlib.crc32(key) >> 24
-            self.count += 1
-            if self.count > 0.7 * len(self.slots):
-                self._grow()
-
-    def remove(self, record_id: str) -> None:
-        """No slot wins ``record_id`` any more (backward-shift deletion: no tombstones)."""
-        i, old = self._find(record_id.encode())
-        if old == EMPTY:
-            return
-        slots, tags, mask, id_bytes = self.slots, self.tags, self.mask, self.ids.bytes_of
-        self.count -= 1
-        j = i
-        while True:
-            j = (j + 1) & mask
-            slot = slots[j]
-            if slot == EMPTY:
-                break
-            home = zlib.crc32(id_bytes(slot)) & mask
-            # The entry at j may move to i when its home is not cyclically within (i, j].
-            if (j > i and (home <= i or home > j)) or (j < i and home <= i and home > j):
-                slots[i], tags[i] = slot, tags[j]
-                i = j
-        slots[i] = EMPTY
-        tags[i] = 0
-
-    def _grow(self) -> None:
-        old = [s for s in self.slots if s != EMPTY]
-        size = len(self.slots) * 2
-        self.slots = array("i", [EMPTY]) * size
-        self.tags = bytearray(size)
-        self.mask = size - 1
-        self.count = 0
-        self._put_all(old)
-
-    def _put_all(self, slots: Iterable[int]) -> None:
-        id_bytes, table, tags, mask = self.ids.bytes_of, self.slots, self.tags, self.mask
-        for slot in slots:
-            key = id_bytes(slot)
-            h = zlib.crc32(key)
-            i = h & mask
-            while table[i] != EMPTY:
-                i = (i + 1) & mask
-            table[i], tags[i] = slot, h >> 24
-            self.count += 1
-
-    def values(self) -> Iterator[int]:
-        """Every slot winning an id, in no particular order."""
-        return (s for s in self.slots if s != EMPTY)

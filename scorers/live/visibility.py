@@ -18,9 +18,9 @@ from collectors.records import CheckResult, Event, Label, Order
 from collectors.rfc3339 import from_us, to_us
 from scorers.live.base import DAWN, SLOTS, ModelState, slots_in
 from scorers.live.columns import Columns
+from scorers.live.ids import EMPTY
 from scorers.live.labels import HeldLabels, count_of
 from scorers.live.records import Vocabulary
-from scorers.live.table import EMPTY
 from scorers.lookups import take_check
 
 #: What the store holds under some ids: every event with one of them, every label on one of them.

@@ -36,7 +36,8 @@ from scorers.context import Context, Records, paths_of, sort_key
 from scorers.live import HistoryEvicted, LiveModel, Vocabulary, base, eviction, reduce_text, sums, table
 from scorers.live.agents import NONE
 from scorers.live.base import slots_in
-from scorers.live.table import EMPTY, Table
+from scorers.live.ids import EMPTY
+from scorers.live.table import Table
 from scorers.score import RULES, Rules, evaluate_window, to_json
 from tests.helpers import T0, ev, label
 

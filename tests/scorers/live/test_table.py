@@ -17,7 +17,8 @@ from collectors.citations import Citation
 from collectors.records import Event
 from scorers.live import LiveModel
 from scorers.live import table as table_module
-from scorers.live.table import EMPTY, IdIndex, Table
+from scorers.live.ids import EMPTY, IdIndex
+from scorers.live.table import Table
 from tests.helpers import T0, ev
 from tests.scorers.live.test_model import CFG
 
