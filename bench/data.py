@@ -253,8 +253,9 @@ class Dataset:
 
 
 def remove_db(db: Path) -> None:
-    """Delete a scratch database with its WAL side files."""
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    """Delete a scratch database with its WAL side files and its model cache (a later daemon on a new copy would
+    read it and refuse it)."""
+    for suffix in ("", "-wal", "-shm", "-journal", ".model"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copyreg
 import functools
+import gc
 import hashlib
 import itertools
 import json
@@ -133,15 +134,13 @@ def save_held(feed: LiveFeed, marks: Marks, path: Path, store_id: str) -> int:
     return size
 
 
-def load(path: Path, config: Config, store: Store, *, freeze: bool = False) -> LiveFeed | None:
+def load(path: Path, config: Config, store: Store) -> LiveFeed | None:
     """The feed cached at ``path`` if it can stand for a load of ``store`` under ``config``; None (reason logged)
-    when there is none or it cannot. The store is asked in one read transaction of its own.
-    ``freeze``: leave every object made so far frozen out of the garbage collector, as the daemon wants after a load.
-    """
-    return accept(read(path, config, freeze=freeze), store)
+    when there is none or it cannot. The store is asked in one read transaction of its own."""
+    return accept(read(path, config), store)
 
 
-@dataclass(frozen=True)
+@dataclass
 class CacheRead:
     """A cache file as :func:`read` found it, before the store is asked: the feed and what the header says of the
     store it was written for, or why it cannot be used (``refused``)."""
@@ -155,10 +154,11 @@ class CacheRead:
     refused: str | None = None
 
 
-def read(path: Path, config: Config, *, freeze: bool = False) -> CacheRead | None:
+def read(path: Path, config: Config) -> CacheRead | None:
     """Read and check the cache at ``path`` in everything but the store (no connection needed: a start reads it while
     the store is checked, see ModelKeeper.prefetch); None when there is none, or one not to touch (logged: left
-    where it is). Then :func:`accept` asks the store. ``freeze``: see :func:`load`."""
+    where it is). Then :func:`accept` asks the store. Nothing read is frozen out of the garbage collector here: a
+    model refused is to be collected (the caller freezes the model it keeps)."""
     started = time.monotonic()
     try:
         st = path.lstat()
@@ -168,14 +168,15 @@ def read(path: Path, config: Config, *, freeze: bool = False) -> CacheRead | Non
         log.warning("model cache %s not used: not a regular file of this user writable only by it", path)
         return None
     try:
-        return _read(path, config, freeze, started)
+        return _read(path, config, started)
     except Exception as exc:  # a damaged file: whatever unpickling raises, the start goes on from the store
         return CacheRead(path, started, refused=f"unreadable ({type(exc).__name__}: {exc})")
 
 
 def accept(found: CacheRead | None, store: Store) -> LiveFeed | None:
     """The feed :func:`read` found, if ``store`` can catch it up (asked in one read transaction); else None, the
-    reason logged. Used or not, the file is deleted: it is stale from here on."""
+    reason logged. Used or not, the file is deleted: it is stale from here on. The feed is taken out of ``found``:
+    a refused one is freed before the load from the store begins, which would otherwise hold both."""
     if found is None:
         return None
     refused = found.refused
@@ -183,15 +184,19 @@ def accept(found: CacheRead | None, store: Store) -> LiveFeed | None:
         with store.reading():  # one snapshot for every question asked of the store
             refused = _store_refusal(store, found.store_id, found.marks, found.top)
     found.path.unlink(missing_ok=True)
-    if refused is not None or found.feed is None:
+    feed, found.feed = found.feed, None
+    if refused is not None or feed is None:
         log.info("model cache %s not used: %s; loading from the store", found.path, refused)
+        if feed is not None:
+            del feed
+            gc.collect()  # the refused model's cycles, now
         return None
     log.info("model cache %s loaded in %.1f s (marks %s)", found.path, time.monotonic() - found.started,
-             found.feed.marks)
-    return found.feed
+             feed.marks)
+    return feed
 
 
-def _read(path: Path, config: Config, freeze: bool, started: float) -> CacheRead:
+def _read(path: Path, config: Config, started: float) -> CacheRead:
     """The cached feed, or why it cannot be used (the store aside)."""
     with path.open("rb") as f:
         header = _header(f)
@@ -206,7 +211,7 @@ def _read(path: Path, config: Config, freeze: bool, started: float) -> CacheRead
                 isinstance(m, int) for m in marks):
             return CacheRead(path, started, refused="not a model cache")
         summed = _Summed(f)
-        feed = read_feed(summed, freeze=freeze)
+        feed = read_feed(summed)
         if f.readline(16) != b"%08x\n" % summed.crc:
             return CacheRead(path, started, refused="damaged (its checksum does not match)")
     if not isinstance(feed, LiveFeed) or list(feed.marks) != marks or feed.heartbeat_top != top:

@@ -309,12 +309,12 @@ def load_feed(config: Config, cache: Path | None = None, at: datetime | None = N
         if read is not None:
             feed = modelcache.accept(read.result(), reader)
         else:
-            feed = None if cache is None else modelcache.load(cache, config, reader, freeze=True)
+            feed = None if cache is None else modelcache.load(cache, config, reader)
         if feed is None:
             feed = LiveFeed(config)
             feed.load(reader, at)
-    # The model is millions of long-lived objects: a full collection walking them all would pause the loop's worker
-    # threads. Frozen, the collector leaves them alone; new objects are collected as usual.
+    # The model's objects live as long as it does (its columns are few objects, its shared tables' tuples are not):
+    # frozen, no collection walks them again; new objects are collected as usual.
     gc.collect()
     gc.freeze()
     return feed
@@ -369,7 +369,7 @@ class ModelKeeper:
 
         def read() -> None:
             try:
-                done.set_result(modelcache.read(path, config, freeze=True))
+                done.set_result(modelcache.read(path, config))
             except BaseException as exc:  # taken by the load (see evaluate: a failed load is tried again)
                 done.set_exception(exc)
 

@@ -178,7 +178,6 @@ def measure_size(settings: Settings, args: SimArgs, tmp: Path, empty_rss: int) -
         d.stop(300)
         ds.restore()
         remove_db(db)
-        Path(f"{db}.model").unlink(missing_ok=True)
         Path(f"{db}.lock").unlink(missing_ok=True)
     return out
 

@@ -157,9 +157,12 @@ def test_a_cache_the_change_feed_was_pruned_past_is_refused(world: World, caplog
     shutil.copyfile(world.cache, stale)
     world.change_everything()
     world.prune(running)  # the daemon ran on after writing the cache, then died without writing another
+    found = modelcache.read(world.cache, CONFIG)
+    assert found is not None and found.feed is not None and found.refused is None
     with caplog.at_level(logging.INFO, "honestyd"):
-        assert modelcache.load(world.cache, CONFIG, world.store) is None
+        assert modelcache.accept(found, world.store) is None
     assert "pruned past its marks" in caplog.text
+    assert found.feed is None  # a refused model is let go at once: the load from the store would hold both
     assert not world.cache.exists()
     # The refusal is needed: the same model, unpickled without the check, misses the removals the pruned feed held.
     with stale.open("rb") as f:

@@ -166,6 +166,7 @@ def test_the_model_cache_is_read_before_the_store_is_there_then_taken_once_the_s
     assert keeper._read is not None
     found = keeper._read[1].result(timeout=60)
     assert found is not None and found.refused is None and found.feed is not None
+    read = found.feed
     assert modelcache.path_for(db).exists()  # nothing decided yet: the store has not been asked
     away.rename(db)
 
@@ -177,6 +178,7 @@ def test_the_model_cache_is_read_before_the_store_is_there_then_taken_once_the_s
         return done.windows
 
     assert asyncio.run(first_evaluation()) == expected
-    assert keeper.feed is found.feed  # the very feed read before the store was there
+    assert keeper.feed is read  # the very feed read before the store was there
+    assert found.feed is None  # taken: the read no longer holds it
     assert not modelcache.path_for(db).exists()
     keeper.executor.shutdown()
