@@ -44,7 +44,7 @@ class HeldLabels:
     let go is given to the next label; a decision id no label names any more is let go too."""
 
     __slots__ = ("_free_entries", "_index", "_kind_index", "_strings", "decisions", "entry", "free", "kind", "kinds",
-                 "line", "named", "notes", "one", "several", "ts", "visible_count")
+                 "line", "named", "notes", "one", "several", "ts")
 
     def __init__(self) -> None:
         #: Per slot: the time (microseconds since the epoch), line number, index into :attr:`kinds`, and the entry of
@@ -69,8 +69,6 @@ class HeldLabels:
         self.several: dict[int, tuple[int, ...] | list[int]] = {}
         self._free_entries: array[int] = array("q")
         self._index = IdIndex(self.decisions)
-        #: How many decision ids have a visible label.
-        self.visible_count = 0
 
     def __len__(self) -> int:
         """How many labels are held."""
@@ -179,8 +177,7 @@ class HeldLabels:
 
     def __contains__(self, decision: str) -> bool:
         """True when ``decision`` has a visible label."""
-        entry = self._index.get(decision)
-        return entry != EMPTY and self.one[entry] != NONE
+        return self.visible(decision) is not None
 
     def file(self, slot: int) -> None:
         """The label in ``slot`` is visible now: add it to its decision's, in arrival order."""
@@ -188,7 +185,6 @@ class HeldLabels:
         held = self._held(entry)
         if held is None:
             self.one[entry] = slot
-            self.visible_count += 1
             return
         if isinstance(held, int):
             held = (held, slot)
@@ -206,15 +202,13 @@ class HeldLabels:
         if held is not None:
             self.one[entry] = NONE
             self.several.pop(entry, None)
-            self.visible_count -= 1
         return held
 
     def visible_items(self) -> Iterator[tuple[str, Held]]:
         """(decision id, its visible labels) of every decision with one."""
         for entry, one in enumerate(self.one):
             if one != NONE:
-                held = self.several[entry] if one == SEVERAL else one
-                yield self.decisions.text(entry), held
+                yield self.decisions.text(entry), self.several[entry] if one == SEVERAL else one
 
     def unfile_all(self) -> list[int]:
         """Every visible label's slot, by decision in arrival order, no longer filed as visible (a rebuild files them
@@ -222,5 +216,4 @@ class HeldLabels:
         slots = [s for _, held in self.visible_items() for s in slots_of(held)]
         self.one = array("q", [NONE]) * len(self.one)
         self.several.clear()
-        self.visible_count = 0
         return slots

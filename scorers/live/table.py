@@ -260,13 +260,9 @@ class Table:
         """True when ``slot`` holds a record."""
         return self.ids.live(slot)
 
-    def id_bytes(self, slot: int) -> bytes:
-        """The UTF-8 bytes of the record's id."""
-        return self.ids.bytes_of(slot)
-
     def id(self, slot: int) -> str:
         """The record's id."""
-        return self.ids.bytes_of(slot).decode()
+        return self.ids.text(slot)
 
     def time(self, slot: int) -> datetime:
         """The record's time."""
