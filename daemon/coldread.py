@@ -99,9 +99,10 @@ class Reader:
             os.write(self.process.stdin.fileno(), _NUMBER.pack(frontier))
 
     def arrived(self, *, wait: bool) -> list[Columns]:
-        """The chunks that came since the last call; ``wait``: until the child ended, else only what is there now.
-        What the child writes on its stderr is read meanwhile (the end of it kept for the log): a full pipe there
-        would stop it."""
+        """The next chunks that came (those whole in one read of the pipe: the load keeps each before it takes more,
+        or a child far ahead would have all of its chunks held here at once); ``wait``: until at least one came or
+        the child ended, else none when nothing is there now. What the child writes on its stderr is read meanwhile
+        (the end of it kept for the log): a full pipe there would stop it."""
         out, err = self.process.stdout, self.process.stderr
         assert out is not None and err is not None
         got: list[Columns] = []
@@ -131,6 +132,8 @@ class Reader:
             except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as exc:
                 log.debug("the cold load's reader got what it cannot read: %r", exc)
                 self._end(complete=False)
+            if got:
+                break
         return got
 
     def _messages(self) -> list[Columns]:
@@ -216,16 +219,18 @@ def share(reader: Reader | None, upto: int, read_here: Callable[[int, int], None
         return
     frontier = 0
     while True:
-        for columns in reader.arrived(wait=False):
-            keep(since(columns, frontier))
+        while arrived := reader.arrived(wait=False):
+            for columns in arrived:
+                keep(since(columns, frontier))
         if frontier >= reader.ceiling:
             break
         until = min(frontier + reader.chunk, reader.ceiling)
         reader.claim(until)
         read_here(frontier, until)
         frontier = until
-    for columns in reader.arrived(wait=True):  # chunks it began before it saw the last claim
-        keep(since(columns, frontier))
+    while not reader.ended:  # chunks it began before it saw the last claim
+        for columns in reader.arrived(wait=True):
+            keep(since(columns, frontier))
 
 
 # --- the child

@@ -222,3 +222,27 @@ def test_the_child_sends_every_heartbeat_row_once_from_the_top_down_until_the_fr
         assert chunks[-1][0] == frontier
         rowids = [rowid for _, c in reversed(chunks) for rowid in c.rowid]
         assert rowids == [r for r in expected if r > frontier]
+
+
+def test_a_child_far_ahead_hands_over_its_chunks_one_read_at_a_time(ingested: tuple[Path, datetime],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chunks of a child far ahead of the load wait in the pipe, not in the load: each call hands over the chunks
+    one read of the pipe completes, so the load keeps a chunk before it takes more (all at once, a child that read
+    half the store meanwhile would have half the store held twice here)."""
+    db, _ = ingested
+    monkeypatch.setattr(coldread, "_READ", 64)  # smaller than any chunk: one read completes at most one
+    with Store.open(db, readonly=True) as store:
+        top = store.feed_marks()[0]
+        expected = len(list(store.heartbeat_rows_up_to(top)))
+    request = coldread.Request(db, top, None, None, frozenset({"dm"}), os.getpid(), chunk=7)
+    reader = coldread.start(request, read_from=0, cores=lambda: 2,
+                            command=(sys.executable, "-c", _SENDS_EVERYTHING))
+    assert reader is not None
+    try:
+        handed: list[int] = []
+        while not reader.ended:
+            handed.append(len(reader.arrived(wait=True)))
+    finally:
+        reader.close()
+    assert not reader.failed and reader.rows == expected
+    assert max(handed) == 1 and sum(handed) > 10
