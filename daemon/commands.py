@@ -365,10 +365,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run the daemon until SIGTERM/SIGINT; SIGHUP re-reads the config file and keeps the flags."""
     import logging
 
-    from daemon import logescape, logsetup
+    from daemon import heap, logescape, logsetup
     from daemon.app import Daemon, Overrides, file_clock
     from daemon.ingest import system_clock
 
+    heap.one_arena()  # before the daemon's threads start
     logescape.configure(logging.INFO, logescape.DAEMON_FORMAT)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run drowns the journal
     logsetup.install()  # a line repeated in a flood is written a few times, then counted (daemon/logsetup.py)
@@ -389,8 +390,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """A generated state, the daemon on it, and live agents writing to it (daemon/demo.py)."""
-    from daemon import demo
+    from daemon import demo, heap
 
+    heap.one_arena()  # the daemon runs in this process
     return demo.main(args)
 
 
