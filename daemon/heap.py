@@ -29,7 +29,7 @@ def _glibc_mallopt() -> Callable[[int, int], int] | None:
     except (OSError, AttributeError):
         return None
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return mallopt  # type: ignore[no-any-return]
+    return mallopt
 
 
 def one_arena(environ: dict[str, str] | None = None,

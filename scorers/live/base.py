@@ -90,10 +90,6 @@ class ModelState:
         # --- visibility.py
         #: The slot winning each id (spec 1.1: the first record of the id in read order).
         self._winner = IdIndex(self._table.ids)
-        #: With ``evict``, the slots of the records shown, by the day of their time (date ordinal, UTC): where letting
-        #: go looks, so that it costs that day's records, not a walk over every record held. A slot let go since (or
-        #: given to another record) is passed over there.
-        self._days: dict[int, array[int]] = {}
         self._shadowed: dict[str, list[int]] = {}
         #: (time in microseconds, arrival, slot) of the records dated after T.
         self._hidden: list[tuple[int, int, int]] = []

@@ -81,14 +81,10 @@ class Eviction(ModelState):
         t = self._table
         ts, until = t.ts, to_us(horizon)
         hidden = {t.id(h[2]) for h in self._hidden}
-        day = horizon.toordinal()
-        # Every held record up to the horizon was shown on one of these days (the slots of records since let go, or
-        # given to another record, are looked at and passed over).
-        boundary = self._days.pop(day, array(SLOTS))
-        candidates: dict[str, None] = {}
-        for d in [d for d in self._days if d < day]:
-            candidates.update(dict.fromkeys(t.id(s) for s in self._days.pop(d) if t.live(s)))
-        candidates.update(dict.fromkeys(t.id(s) for s in boundary if t.live(s)))
+        # The ids of the records held up to the horizon: one pass over the column of times, once a step (an index of
+        # the slots by day cost 4 bytes a record, all the time, to save that pass once a day).
+        live = t.live
+        candidates = dict.fromkeys(t.id(s) for s, x in enumerate(ts) if x <= until and live(s))
         gone: list[int] = []
         winners: list[int] = []
         for rid in candidates:
@@ -111,11 +107,6 @@ class Eviction(ModelState):
                     self._label_columns.drop(slot)
                 self._tally = None
             self._evicted.add(rid)
-        # The horizon's day goes on holding every candidate that stays (its records after the horizon, or blocked by
-        # a hidden record): a hidden record that is removed, not shown, files its id nowhere else.
-        later = array(SLOTS, [w for rid in candidates if (w := self._winner.get(rid)) != EMPTY])
-        if later:
-            self._days.setdefault(day, array(SLOTS)).extend(later)
         gone_set = set(gone)
         if any(x[2] in gone_set for x in self._expiry):
             self._expiry = [x for x in self._expiry if x[2] not in gone_set]

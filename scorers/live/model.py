@@ -187,11 +187,8 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
         self._find_winners(visible)
         t = self._table
         for s in visible:
-            if t.live(s):  # (not a replay let go)
-                if self.evicts:
-                    self._file_day(s)
-                if t.is_markdown(s):
-                    self._file_document(s)
+            if t.live(s) and t.is_markdown(s):  # (not a replay let go)
+                self._file_document(s)
         del visible
         by_agent: dict[str, array[int]] = {}
         state, state_kinds, ts = array("q"), self._state_kinds, t.ts

@@ -206,14 +206,6 @@ class Visibility(ModelState):
         else:
             self._documents.pop(path, None)
 
-    def _file_day(self, s: int) -> None:
-        """File a shown record under the day of its time (see ``_days``)."""
-        day = from_us(self._table.ts[s]).toordinal()
-        filed = self._days.get(day)
-        if filed is None:
-            filed = self._days[day] = array(SLOTS)
-        filed.append(s)
-
     # --- winners and the records behind them
 
     def _show(self, s: int) -> None:
@@ -228,16 +220,12 @@ class Visibility(ModelState):
                 self._orphans.discard(rid)
                 held = self._label_columns.visible(rid)
                 self.unmatched_labels -= 0 if held is None else count_of(held)  # slot 0 is a label too
-            if self.evicts:
-                self._file_day(s)
             self._index(s)
             return
         order = t.order(s)
         if t.order(winner) == order or any(t.order(x) == order for x in self._shadowed.get(rid, ())):
             self._let_go_of_replay(s)
             return
-        if self.evicts:
-            self._file_day(s)
         if order < t.order(winner):
             self._unindex(winner)
             self._shadowed.setdefault(rid, []).append(winner)
@@ -268,7 +256,6 @@ class Visibility(ModelState):
                     self._shadowed[rid] = others
                 self._winner.put(rid, nxt)
                 self._index(nxt)
-                self._file_again(rid)
             else:
                 self._winner.remove(rid)
                 labels = self._label_columns.visible(rid)
@@ -282,7 +269,6 @@ class Visibility(ModelState):
             shadowed.remove(s)
             if not shadowed:
                 del self._shadowed[rid]
-            self._file_again(rid)
             t.release(s)
             return
         self._removed.add(s)  # still hidden (or loaded): let go when its time comes
@@ -296,15 +282,6 @@ class Visibility(ModelState):
             self._hidden_ids[record_id] = left
         else:
             del self._hidden_ids[record_id]
-
-    def _file_again(self, record_id: str) -> None:
-        """One of the id's records went and others stay: file the id under the day of its newest one left. The days
-        of the others may have been let go already while the one that went held the id back; without this the id
-        would wait for the day of the record that went."""
-        if self.evicts:
-            ts, winner = self._table.ts, self._winner.get(record_id)
-            newest = max((winner, *self._shadowed.get(record_id, ())), key=ts.__getitem__)
-            self._file_day(newest)
 
     def _may_have_let_go(self) -> bool:
         """False when no id can have been let go (nothing was, or nothing is to be asked)."""

@@ -128,7 +128,7 @@ def _columns(model: LiveModel) -> dict[str, Any]:
     agents = {name: (a.events, a.counts, a.awaiting, a.labelled, a.label_slots,
                      [(an.held, an.decisions, an.needs, an.contributions) for an in a.anchored])
               for name, a in model._agents.items()}
-    return {"table": table, "tables": tables, "ids": model._winner.slots, "agents": agents, "days": model._days,
+    return {"table": table, "tables": tables, "ids": model._winner.slots, "agents": agents,
             "prompts": model._prompts, "by_path": model._by_path, "counts": model._counts}
 
 
