@@ -144,10 +144,12 @@ def task_restart(args: Args) -> Args:
     store = Store.open(db)
     try:
         t0 = time.perf_counter()
-        loaded = modelcache.load(modelcache.path_for(db), config, store, freeze=True)  # as the daemon does
-        t1 = time.perf_counter()
+        loaded = modelcache.load(modelcache.path_for(db), config, store)
         if loaded is None:
             raise RuntimeError("the model cache the rescore worker wrote was refused (see the log)")
+        gc.collect()  # and the model frozen out of the collector: as the daemon's load does (modelkeeper.load_feed)
+        gc.freeze()
+        t1 = time.perf_counter()
         loaded.sync(store)
         windows = loaded.evaluate(from_us(int(args["at_us"])))
         t2 = time.perf_counter()
