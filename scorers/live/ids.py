@@ -6,6 +6,7 @@ id to its slot, keyed by the id's CRC-32, that stores no key of its own (it read
 
 from __future__ import annotations
 
+import math
 import zlib
 from array import array
 from collections.abc import Iterable, Iterator
@@ -96,23 +97,29 @@ class Ids:
 
 #: In :attr:`IdIndex.slots`: no slot.
 EMPTY = -1
+#: The share of an :class:`IdIndex`'s entries used when it is made (or grown) for a number of ids.
+FILL = 0.6
+#: The share past which it grows (by half: half of the new size used).
+GROW = 0.75
 
 
 class IdIndex:
     """The slot of each id held in ``ids``: an open-addressing table (linear probing) keyed by the CRC-32 of the id's
-    bytes, with a byte of that CRC beside each entry so that most probes compare no id. About 5 bytes a table entry,
-    at most 0.7 of the entries used. (For the table's records: the slot winning each id, spec 1.1.)"""
+    bytes, with a byte of that CRC beside each entry so that most probes compare no id. About 5 bytes a table entry.
+    Made for :data:`FILL` of its entries used, it grows by half once more than :data:`GROW` are: any size, not a
+    power of two (a million ids made for in a power of two would take up to twice the entries they need).
+    (For the table's records: the slot winning each id, spec 1.1.)"""
 
-    __slots__ = ("count", "ids", "mask", "slots", "tags")
+    __slots__ = ("count", "ids", "size", "slots", "tags")
 
     def __init__(self, ids: Ids, expected: int = 0) -> None:
         self.ids = ids
-        size = 8
-        while size * 0.7 < expected:
-            size *= 2
+        self._allocate(max(8, math.ceil(expected / FILL)))
+
+    def _allocate(self, size: int) -> None:
         self.slots: array[int] = array("i", [EMPTY]) * size
         self.tags = bytearray(size)
-        self.mask = size - 1
+        self.size = size
         self.count = 0
 
     def __len__(self) -> int:
@@ -121,15 +128,17 @@ class IdIndex:
     def _find(self, key: bytes) -> tuple[int, int]:
         """(entry, slot) of ``key``, or (the empty entry where it would go, EMPTY)."""
         h = zlib.crc32(key)
-        tag, mask, slots, tags, id_bytes = h >> 24, self.mask, self.slots, self.tags, self.ids.bytes_of
-        i = h & mask
+        tag, size, slots, tags, id_bytes = h >> 24, self.size, self.slots, self.tags, self.ids.bytes_of
+        i = h % size
         while True:
             slot = slots[i]
             if slot == EMPTY:
                 return i, EMPTY
             if tags[i] == tag and id_bytes(slot) == key:
                 return i, slot
-            i = (i + 1) & mask
+            i += 1
+            if i == size:
+                i = 0
 
     def get(self, record_id: str) -> int:
         """The slot winning ``record_id`` (EMPTY: none)."""
@@ -146,7 +155,7 @@ class IdIndex:
         if old == EMPTY:
             self.tags[i] = zlib.crc32(key) >> 24
             self.count += 1
-            if self.count > 0.7 * len(self.slots):
+            if self.count > GROW * self.size:
                 self._grow()
 
     def remove(self, record_id: str) -> None:
@@ -154,15 +163,15 @@ class IdIndex:
         i, old = self._find(record_id.encode())
         if old == EMPTY:
             return
-        slots, tags, mask, id_bytes = self.slots, self.tags, self.mask, self.ids.bytes_of
+        slots, tags, size, id_bytes = self.slots, self.tags, self.size, self.ids.bytes_of
         self.count -= 1
         j = i
         while True:
-            j = (j + 1) & mask
+            j = j + 1 if j + 1 < size else 0
             slot = slots[j]
             if slot == EMPTY:
                 break
-            home = zlib.crc32(id_bytes(slot)) & mask
+            home = zlib.crc32(id_bytes(slot)) % size
             # The entry at j may move to i when its home is not cyclically within (i, j].
             if (j > i and (home <= i or home > j)) or (j < i and home <= i and home > j):
                 slots[i], tags[i] = slot, tags[j]
@@ -172,21 +181,17 @@ class IdIndex:
 
     def _grow(self) -> None:
         old = [s for s in self.slots if s != EMPTY]
-        size = len(self.slots) * 2
-        self.slots = array("i", [EMPTY]) * size
-        self.tags = bytearray(size)
-        self.mask = size - 1
-        self.count = 0
+        self._allocate(self.size * 3 // 2)
         self._put_all(old)
 
     def _put_all(self, slots: Iterable[int]) -> None:
-        id_bytes, table, tags, mask = self.ids.bytes_of, self.slots, self.tags, self.mask
+        id_bytes, table, tags, size = self.ids.bytes_of, self.slots, self.tags, self.size
         for slot in slots:
             key = id_bytes(slot)
             h = zlib.crc32(key)
-            i = h & mask
+            i = h % size
             while table[i] != EMPTY:
-                i = (i + 1) & mask
+                i = i + 1 if i + 1 < size else 0
             table[i], tags[i] = slot, h >> 24
             self.count += 1
 

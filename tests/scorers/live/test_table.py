@@ -5,6 +5,7 @@ a model holds no Python object per record."""
 from __future__ import annotations
 
 import gc
+import math
 import pickle
 import sys
 from datetime import datetime, timedelta
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from collectors.citations import Citation
 from collectors.records import Event
 from scorers.live import LiveModel
+from scorers.live import ids as ids_module
 from scorers.live import table as table_module
 from scorers.live.ids import EMPTY, IdIndex
 from scorers.live.table import Table
@@ -149,3 +151,19 @@ def test_columns_take_four_bytes_from_the_first_value_past_two(monkeypatch: pyte
     assert table.thread.typecode == table.source.typecode == "I" and table.shape.typecode == "H"
     assert [table.event(s).line for s in (first, far)] == [7, 70_000]
     assert [(table.event(s).agent, table.event(s).thread) for s in more] == [(f"agent{i}", f"t{i}") for i in range(4)]
+
+
+def test_an_index_made_for_its_ids_holds_them_without_growing() -> None:
+    """An index made for n ids (a rebuild's winners) takes n / FILL entries, not the next power of two, and grows only
+    past GROW of them, by half."""
+    table = Table(None, DECISIONS)
+    slots = [table.add_event(ev(f"r{n}", T0, line=n + 1)) for n in range(1000)]
+    index = IdIndex(table.ids, len(slots))
+    for s in slots:
+        index.put(table.id(s), s)
+    assert index.size == math.ceil(1000 / ids_module.FILL) < 2048
+    more = [table.add_event(ev(f"q{n}", T0, line=n + 1)) for n in range(300)]
+    for s in more:
+        index.put(table.id(s), s)
+    assert index.size == math.ceil(1000 / ids_module.FILL) * 3 // 2
+    assert all(index.get(table.id(s)) == s for s in slots + more)
