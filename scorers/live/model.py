@@ -147,9 +147,11 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
         self._advance(at)
 
     def _stored_slots(self) -> array[int]:
-        """Every slot still stored (those removed while hidden are let go here)."""
+        """Every slot still stored (those removed while hidden are let go here). The slots loaded are taken, not
+        copied: the rebuild empties the model next, and a first evaluation's million slots would be held twice."""
         t, removed = self._table, self._removed
-        held = self._held_slots()
+        held, self._loaded = self._loaded, array(SLOTS)
+        held.extend(self._held_slots())
         if not removed:
             return held
         for s in removed:
@@ -181,15 +183,16 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
         return slots
 
     def _show_all(self, slots: array[int]) -> None:
-        """Show a rebuild's records at once: those after T hidden, each id's winner found (spec 1.1: the first in
-        read order; a replay let go), then each agent's winners indexed in (ts, read order) without a search."""
-        visible = self._hide_later(slots)
-        self._find_winners(visible)
+        """Show a rebuild's records at once (``slots``, emptied on the way): those after T hidden, each id's winner
+        found (spec 1.1: the first in read order; a replay let go), then each agent's winners indexed in (ts, read
+        order) without a search."""
+        self._hide_later(slots)
+        self._find_winners(slots)
         t = self._table
-        for s in visible:
+        for s in slots:
             if t.live(s) and t.is_markdown(s):  # (not a replay let go)
                 self._file_document(s)
-        del visible
+        del slots[:]  # the winners are indexed from here: the column goes before the agents' columns are made
         by_agent: dict[str, array[int]] = {}
         state, state_kinds, ts = array("q"), self._state_kinds, t.ts
         for s in self._winner.values():
@@ -207,11 +210,12 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
         self._state_times = array("q", sorted(state))
         self._prompted_times = array("q", sorted(self._prompted_times))
 
-    def _hide_later(self, slots: array[int]) -> array[int]:
-        """Put the records of ``slots`` dated after T in the hidden heap; returns the others."""
+    def _hide_later(self, slots: array[int]) -> None:
+        """Put the records of ``slots`` dated after T in the hidden heap and take them out of ``slots`` (in place: a
+        copy of the others would be a million slots more while the rebuild runs)."""
         t = self._table
         ts, at = t.ts, to_us(self.at)
-        visible = array(SLOTS)
+        kept = 0
         for s in slots:
             if ts[s] > at:
                 if t.is_markdown(s):
@@ -219,8 +223,9 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
                 heapq.heappush(self._hidden, (ts[s], next(self._seq), s))
                 self._hidden_ids[t.id(s)] += 1
             else:
-                visible.append(s)
-        return visible
+                slots[kept] = s
+                kept += 1
+        del slots[kept:]
 
     def _find_winners(self, visible: array[int]) -> None:
         """Each id's winner among ``visible`` (the first in read order), the others shadowed behind it; a replay (a
