@@ -28,11 +28,12 @@ class Invalidation(ModelState):
     """Marks the decisions a change can concern; :meth:`LiveModel.evaluate` re-runs the rules for them."""
 
     def _touch(self, s: int) -> None:
-        self._dirty.add(s)
+        if not self._all_dirty:  # a rebuild runs every decision: a set of those marked meanwhile is only dropped
+            self._dirty.add(s)
 
     def _touch_next_answer(self, s: int) -> None:
         nxt = self._next_same_prompt(s)
-        if nxt is not None:
+        if nxt is not None and not self._all_dirty:
             self._dirty.add(nxt)
 
     def _touch_neighbours(self, s: int, e: Event, a: Agent) -> None:
