@@ -112,7 +112,7 @@ class Agent:
         #: This agent's labelled decisions, and beside each the slot of its latest visible label (a reply can matter
         #: until a rule's reply horizon after its time; the model's HeldLabels has it).
         self.labelled: array[int] = array(SLOTS)
-        self.label_slots: array[int] = array("q")
+        self.label_slots: array[int] = array(SLOTS)
         #: Per rule reading follow-ups: the decisions waiting for one, in (ts, read order).
         self.awaiting: tuple[array[int], ...] = tuple(array(SLOTS) for _ in range(follow_ups))
         self.version = 0

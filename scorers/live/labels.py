@@ -65,7 +65,7 @@ class HeldLabels:
         #: NONE, or SEVERAL: then ``several`` has them).
         self.decisions = Ids()
         self.named: array[int] = array("I")
-        self.one: array[int] = array("q")
+        self.one: array[int] = array("i")
         self.several: dict[int, tuple[int, ...] | list[int]] = {}
         self._free_entries: array[int] = array("q")
         self._index = IdIndex(self.decisions)
@@ -214,6 +214,6 @@ class HeldLabels:
         """Every visible label's slot, by decision in arrival order, no longer filed as visible (a rebuild files them
         again)."""
         slots = [s for _, held in self.visible_items() for s in slots_of(held)]
-        self.one = array("q", [NONE]) * len(self.one)
+        self.one = array("i", [NONE]) * len(self.one)
         self.several.clear()
         return slots

@@ -157,7 +157,7 @@ class Table:
     def add(self, record_id: str, us: int, source: int, line: int | None, thread: str | None, cited: int,
             shape: int) -> int:
         """A slot holding this record (``source``, ``cited`` and ``shape``: positions from the methods above)."""
-        thread_at = self.threads(self._share(thread)) if thread is not None else 0
+        thread_at = self.threads(thread) if thread is not None else 0  # held once by threads' own index already
         line = line or 0
         if source > _FITS or line > _FITS or thread_at > _FITS or cited > _FITS or shape > _FITS:
             self._widen(source=source, line=line, thread=thread_at, cited=cited, shape=shape)
