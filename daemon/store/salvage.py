@@ -3,14 +3,13 @@ start, the CLI's look at a ``--db``): each opens a connection of its own, never 
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import stat
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from collectors.safeopen import open_for_reading
 from daemon.store.connection import Closing
 
 #: Bytes read at a time when a store is read ahead of its check.
@@ -51,20 +50,11 @@ def read_ahead(path: Path) -> None:
     or one that cannot be read, is left to the check to judge (opened without waiting: a FIFO there does not block).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return
-        buf = bytearray(READ_AHEAD)
-        with open(fd, "rb", buffering=0, closefd=False) as f:
-            while f.readinto(buf):
+        with open_for_reading(str(path)) as f:
+            while f.read(READ_AHEAD):
                 pass
-    except OSError:
+    except OSError:  # not a regular file (RefusedFile), gone, unreadable
         return
-    finally:
-        os.close(fd)
 
 
 class Salvage(Closing):
