@@ -33,8 +33,8 @@ class Invalidation(ModelState):
 
     def _touch_next_answer(self, s: int) -> None:
         nxt = self._next_same_prompt(s)
-        if nxt is not None and not self._all_dirty:
-            self._dirty.add(nxt)
+        if nxt is not None:
+            self._touch(nxt)
 
     def _touch_neighbours(self, s: int, e: Event, a: Agent) -> None:
         """Decisions of the agent of ``s`` (the Event ``e``) whose outcome can depend on it (arriving or departing):
