@@ -61,7 +61,7 @@ log = logging.getLogger("honestyd")
 
 MAGIC = b"honestyd-model-cache\n"
 #: Bumped when the file's layout changes (the code hash covers the pickled objects).
-FORMAT = 8
+FORMAT = 9
 #: The modules whose objects the cache holds or whose rules produced its cached outcomes.
 _CODE = ("scorers", "collectors", "daemon/modelkeeper.py", "daemon/config.py")
 

@@ -1,7 +1,8 @@
-"""Record ids held as bytes, and found by id: no Python string per id held.
+"""Record ids held in columns, and found by id: no Python string per id held.
 
-:class:`Ids` holds an id per slot as UTF-8 bytes in one buffer; :class:`IdIndex` is an open-addressing table from an
-id to its slot, keyed by the id's CRC-32, that stores no key of its own (it reads the id from the :class:`Ids`).
+:class:`Ids` holds an id per slot as a stem and a number, or as UTF-8 bytes in one buffer; :class:`IdIndex` is an
+open-addressing table from an id to its slot, keyed by the id's CRC-32, that stores no key of its own (it reads the id
+from the :class:`Ids`); :class:`Texts` numbers distinct strings with the two.
 """
 
 from __future__ import annotations
@@ -24,29 +25,72 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
-class Ids:
-    """Ids by slot, as UTF-8 bytes in one buffer: each slot's start (``at``), where its length (a varint) and then its
-    bytes lie. A slot let go leaves its bytes behind until they are half of the buffer; then the buffer is written
-    again without them (slots keep their numbers)."""
+#: Stems held at most (see :class:`Ids`): ids of many distinct stems (random ones ending in a digit) go to the buffer.
+STEMS_HELD = 4096
+#: The most digits a number after a stem has (below 2**32 and never FREE).
+_DIGITS = 9
 
-    __slots__ = ("at", "blob", "garbage")
+
+class Ids:
+    """Ids by slot, with no Python object per id: most as a stem and a number, the others as UTF-8 bytes in one buffer.
+
+    An id that is a stem and then a decimal number (``vic7-4241``: an agent's name and a count, the usual shape) is
+    held as the stem's position (``stem``, two bytes; the stems held once each) and the number (``at``): six bytes in
+    place of its text. Any other id has stem 0, and ``at`` is where its length (a varint) and then its bytes lie in
+    ``blob``. A slot let go leaves its bytes behind until they are half of the buffer; then the buffer is written again
+    without them (slots keep their numbers)."""
+
+    __slots__ = ("_stem_at", "_stem_bytes", "at", "blob", "garbage", "stem", "stems")
 
     def __init__(self) -> None:
         self.at: array[int] = array("I")
+        self.stem: array[int] = array("H")
         self.blob = bytearray()
         #: Bytes of ``blob`` no slot names any more.
         self.garbage = 0
+        #: The stems by position (0: none, the id is in the buffer).
+        self.stems: list[str] = [""]
+        self._index_stems()
+
+    def _index_stems(self) -> None:
+        self._stem_at = {s: k for k, s in enumerate(self.stems) if k}
+        self._stem_bytes = [s.encode() for s in self.stems]
+
+    def __getstate__(self) -> tuple[array[int], array[int], bytearray, int, list[str]]:
+        return self.at, self.stem, self.blob, self.garbage, self.stems
+
+    def __setstate__(self, state: tuple[array[int], array[int], bytearray, int, list[str]]) -> None:
+        self.at, self.stem, self.blob, self.garbage, self.stems = state
+        self._index_stems()
+
+    def _split(self, text: str) -> tuple[int, int]:
+        """(stem's position, number) for an id held without its text, or (0, 0)."""
+        stem = text.rstrip("0123456789")
+        digits = len(text) - len(stem)
+        if not stem or not 0 < digits <= _DIGITS or (digits > 1 and text[len(stem)] == "0"):
+            return 0, 0
+        k = self._stem_at.get(stem)
+        if k is None:
+            if len(self.stems) >= STEMS_HELD:
+                return 0, 0
+            k = self._stem_at[stem] = len(self.stems)
+            self.stems.append(stem)
+            self._stem_bytes.append(stem.encode())
+        return k, int(text[len(stem):])
 
     def put(self, slot: int, text: str) -> None:
         """Hold ``text`` as the id of ``slot`` (the next slot, or one let go)."""
-        data = text.encode()
-        at = len(self.blob)
-        self.blob += _varint(len(data))
-        self.blob += data
+        stem, at = self._split(text)
+        if not stem:
+            data = text.encode()
+            at = len(self.blob)
+            self.blob += _varint(len(data))
+            self.blob += data
         if slot == len(self.at):
             self.at.append(at)
+            self.stem.append(stem)
         else:
-            self.at[slot] = at
+            self.at[slot], self.stem[slot] = at, stem
 
     def live(self, slot: int) -> bool:
         """True when ``slot`` holds an id."""
@@ -55,16 +99,19 @@ class Ids:
     def release(self, slot: int) -> None:
         """Let go of the id of ``slot``."""
         at = self.at[slot]
-        self.garbage += self._span(at)[1] - at
         self.at[slot] = FREE
+        if self.stem[slot]:
+            self.stem[slot] = 0
+            return
+        self.garbage += self._span(at)[1] - at
         if self.garbage > 4096 and self.garbage * 2 > len(self.blob):
             self._compact()
 
     def _compact(self) -> None:
-        blob, out, starts = self.blob, bytearray(), self.at
+        blob, out, starts, stems = self.blob, bytearray(), self.at, self.stem
         for slot in range(len(starts)):
             at = starts[slot]
-            if at != FREE:
+            if at != FREE and not stems[slot]:
                 starts[slot] = len(out)
                 out += blob[at:self._span(at)[1]]
         self.blob, self.garbage = out, 0
@@ -83,7 +130,10 @@ class Ids:
 
     def bytes_of(self, slot: int) -> bytes:
         """The UTF-8 bytes of the id of ``slot``."""
-        at, blob = self.at[slot], self.blob
+        at, stem = self.at[slot], self.stem[slot]
+        if stem:
+            return b"%b%d" % (self._stem_bytes[stem], at)
+        blob = self.blob
         n = blob[at]
         if n < 0x80:  # the common case: an id shorter than 128 bytes
             return bytes(blob[at + 1:at + 1 + n])
@@ -92,6 +142,9 @@ class Ids:
 
     def text(self, slot: int) -> str:
         """The id of ``slot``."""
+        stem = self.stem[slot]
+        if stem:
+            return f"{self.stems[stem]}{self.at[slot]}"
         return self.bytes_of(slot).decode()
 
 
@@ -198,3 +251,55 @@ class IdIndex:
     def values(self) -> Iterator[int]:
         """Every slot winning an id, in no particular order."""
         return (s for s in self.slots if s != EMPTY)
+
+
+#: Strings a :class:`Texts` remembers it holds (a value is most often asked for again soon after).
+RECENT_HELD = 4096
+
+
+class Texts:
+    """Distinct strings, each once, by position (0 stands for None): held as :class:`Ids` and found by an
+    :class:`IdIndex`, with no Python object per string (a record's thread: tens of thousands, each a few records')."""
+
+    __slots__ = ("_recent", "ids", "index")
+
+    def __init__(self) -> None:
+        self.ids = Ids()
+        self.ids.put(0, "")  # position 0: None, never found by its text
+        self.index = IdIndex(self.ids)
+        self._recent: dict[str, int] = {}
+
+    def __getstate__(self) -> tuple[Ids, IdIndex]:
+        return self.ids, self.index
+
+    def __setstate__(self, state: tuple[Ids, IdIndex]) -> None:
+        self.ids, self.index = state
+        self._recent = {}
+
+    def __len__(self) -> int:
+        return len(self.ids.at)
+
+    def __call__(self, text: str) -> int:
+        """The position of ``text`` (made when new)."""
+        recent = self._recent
+        k = recent.get(text)
+        if k is not None:
+            return k
+        k = self.index.get(text)
+        if k == EMPTY:
+            k = len(self.ids.at)
+            self.ids.put(k, text)
+            self.index.put(text, k)
+        if len(recent) >= RECENT_HELD:
+            recent.clear()
+        recent[text] = k
+        return k
+
+    def text(self, k: int) -> str | None:
+        """The string at position ``k`` (None at 0)."""
+        return self.ids.text(k) if k else None
+
+    @property
+    def values(self) -> list[str | None]:
+        """Every string by position (made now: for a test or a dump)."""
+        return [self.text(k) for k in range(len(self))]

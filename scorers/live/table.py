@@ -23,7 +23,7 @@ from collectors.jsonl import from_json_list
 from collectors.records import Event, Order
 from collectors.rfc3339 import from_us, to_us
 from scorers.live.columns import NO_SHAPE, Columns
-from scorers.live.ids import Ids
+from scorers.live.ids import Ids, Texts
 from scorers.live.records import Vocabulary, reduce_text
 
 #: The columns of positions and lines: two bytes a slot while every value fits, four from the first that does not.
@@ -105,7 +105,8 @@ class Table:
         self.sources = _Interned()
         #: Per source: 1 when its kind is a decision kind.
         self.decides = bytearray()
-        self.threads = _Interned([None])
+        #: Threads by position (0: none), without a Python string each.
+        self.threads = Texts()
         self.citations = _Interned([()])
         self.shapes = _Interned()
         #: Strings and tuples the shared values hold, each once.
@@ -157,7 +158,7 @@ class Table:
     def add(self, record_id: str, us: int, source: int, line: int | None, thread: str | None, cited: int,
             shape: int) -> int:
         """A slot holding this record (``source``, ``cited`` and ``shape``: positions from the methods above)."""
-        thread_at = self.threads(thread) if thread is not None else 0  # held once by threads' own index already
+        thread_at = self.threads(thread) if thread is not None else 0
         line = line or 0
         if source > _FITS or line > _FITS or thread_at > _FITS or cited > _FITS or shape > _FITS:
             self._widen(source=source, line=line, thread=thread_at, cited=cited, shape=shape)
@@ -317,7 +318,7 @@ class Table:
         shape: Shape = self.shapes.values[self.shape[slot]]
         line = self.line[slot]
         e = Event(self.id(slot), from_us(self.ts[slot]), source.agent, source.kind, source.path, line or None,
-                  self.threads.values[self.thread[slot]], shape.text, self.citations.values[self.cited[slot]],
+                  self.threads.text(self.thread[slot]), shape.text, self.citations.values[self.cited[slot]],
                   shape.prompt, shape.reason, shape.alternatives, shape.subject, shape.corrects, shape.generation)
         if len(self._made) >= MADE_HELD:
             self._made.clear()

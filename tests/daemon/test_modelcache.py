@@ -123,7 +123,7 @@ def _columns(model: LiveModel) -> dict[str, Any]:
     """What a model holds, column by column (its table, its ids' index, each agent's columns, the days)."""
     t = model._table
     table = {name: getattr(t, name) for name in ("ts", "source", "line", "thread", "cited", "shape", "free")}
-    table.update(ids=(t.ids.at, t.ids.blob))
+    table.update(ids=(t.ids.at, t.ids.stem, t.ids.blob, t.ids.stems))
     tables = {name: getattr(t, name).values for name in ("sources", "threads", "citations", "shapes")}
     agents = {name: (a.events, a.counts, a.awaiting, a.labelled, a.label_slots,
                      [(an.held, an.decisions, an.needs, an.contributions) for an in a.anchored])
@@ -255,11 +255,11 @@ def test_refusals_name_their_reason(world: World, tmp_path: Path, caplog: pytest
     assert "unreadable" in (_refused(world, caplog) or "")
     world.cache.write_bytes(b"not a cache at all")
     assert "not a model cache" in (_refused(world, caplog) or "")
-    # One byte changed inside a string (a decision id): it would unpickle without complaint.
+    # One byte changed inside a string (the stem of decision ids): it would unpickle without complaint.
     modelcache.save(running, world.cache, store_id)
     data = world.cache.read_bytes()
-    at = data.index(b"ada-1", data.index(b"\n", len(modelcache.MAGIC)))
-    world.cache.write_bytes(data[:at] + b"ada-7" + data[at + 5:])
+    at = data.index(b"ada-", data.index(b"\n", len(modelcache.MAGIC)))
+    world.cache.write_bytes(data[:at] + b"adz-" + data[at + 4:])
     assert "checksum does not match" in (_refused(world, caplog) or "")
     assert _refused(world, caplog) == "no cache"  # both were removed
 

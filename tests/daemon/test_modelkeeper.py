@@ -102,7 +102,7 @@ def test_a_load_makes_from_the_rows_the_records_the_events_would_make(tmp_path: 
     assert model._documents == expected._documents
     for column in ("ts", "source", "line", "thread", "cited", "shape"):
         assert getattr(t, column) == getattr(u, column), column
-    assert (t.ids.at, t.ids.blob) == (u.ids.at, u.ids.blob)
+    assert (t.ids.at, t.ids.stem, t.ids.blob, t.ids.stems) == (u.ids.at, u.ids.stem, u.ids.blob, u.ids.stems)
     for name in ("sources", "threads", "citations", "shapes"):  # the values records share, each once
         values = getattr(t, name).values
         assert values == getattr(u, name).values and len(set(values)) == len(values), name

@@ -19,15 +19,18 @@ from collectors.records import Event
 from scorers.live import LiveModel
 from scorers.live import ids as ids_module
 from scorers.live import table as table_module
-from scorers.live.ids import EMPTY, IdIndex
+from scorers.live.ids import EMPTY, IdIndex, Ids, Texts
 from scorers.live.table import Table
 from tests.helpers import T0, ev
 from tests.scorers.live.test_model import CFG
 
 texts = st.text(max_size=6)
 maybe = st.none() | texts
-#: Ids of any length: the buffer holds each one's length before it, in one byte below 128 and in more past it.
-ids = st.text(max_size=3) | st.text(min_size=120, max_size=300)
+#: Ids of any length: the buffer holds each one's length before it, in one byte below 128 and in more past it; a stem
+#: and a number (leading zeros, nine digits and more, no stem) are held without their text only when they read back
+#: the same.
+stemmed = st.from_regex(r"[a-zé-]{0,4}[0-9]{0,11}", fullmatch=True)
+ids = st.text(max_size=3) | st.text(min_size=120, max_size=300) | stemmed
 events = st.builds(
     Event, id=ids, ts=st.integers(-10**6, 10**6).map(lambda s: T0 + timedelta(seconds=s)), agent=texts,
     kind=st.sampled_from(["dm", "refusal", "commit"]), path=texts, line=st.none() | st.integers(1, 2**32 - 1),
@@ -68,6 +71,53 @@ def test_a_slot_reads_as_its_event_and_slots_let_go_are_given_again(records: lis
         assert table.event(s) == _as_held(e)
     copy = pickle.loads(pickle.dumps(table))
     assert [copy.event(s) for s, _ in kept] == [_as_held(e) for _, e in kept]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(stemmed | st.text(max_size=4), max_size=40), st.data())
+def test_ids_read_back_as_put_and_a_stem_and_number_take_no_buffer(texts: list[str], data: st.DataObject) -> None:
+    ids = Ids()
+    for k, text in enumerate(texts):
+        ids.put(k, text)
+    assert [ids.text(k) for k in range(len(texts))] == texts
+    assert [ids.bytes_of(k) for k in range(len(texts))] == [t.encode() for t in texts]
+    in_buffer = [t for t, stem in zip(texts, ids.stem, strict=True) if not stem]
+    assert len(ids.blob) == sum(len(t.encode()) + 1 for t in in_buffer)
+    for k, text in enumerate(texts):  # held without its text exactly when it is a stem and a plain number
+        stem = text.rstrip("0123456789")
+        digits = text[len(stem):]
+        assert bool(ids.stem[k]) == (stem != "" and 0 < len(digits) <= 9 and str(int(digits)) == digits)
+    gone = data.draw(st.sets(st.sampled_from(range(len(texts))))) if texts else set()
+    for k in gone:
+        ids.release(k)
+    again = pickle.loads(pickle.dumps(ids))
+    for k in gone:
+        again.put(k, texts[-1 - k])
+    assert [again.text(k) for k in range(len(texts))] == [texts[-1 - k] if k in gone else t
+                                                          for k, t in enumerate(texts)]
+
+
+def test_ids_past_the_stems_held_go_to_the_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ids_module, "STEMS_HELD", 3)
+    ids = Ids()
+    for k, text in enumerate(["a1", "b2", "c3", "a4"]):
+        ids.put(k, text)
+    assert ids.stems == ["", "a", "b"] and list(ids.stem) == [1, 2, 0, 1]
+    assert [ids.text(k) for k in range(4)] == ["a1", "b2", "c3", "a4"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=3) | stemmed, max_size=60))
+def test_texts_number_strings_as_a_dict_would(values: list[str]) -> None:
+    """Positions from 1 in order of first sight (0 is None's), whether found among the recent or in the index."""
+    texts, expected = Texts(), dict[str, int]()
+    for v in values:
+        assert texts(v) == expected.setdefault(v, len(expected) + 1)
+        if len(expected) % 5 == 0:
+            texts._recent.clear()
+    assert texts.values == [None, *expected] and texts.text(0) is None
+    copy = pickle.loads(pickle.dumps(texts))
+    assert [copy(v) for v in values] == [expected[v] for v in values] and len(copy) == len(expected) + 1
 
 
 def test_the_ids_buffer_is_compacted_once_more_than_half_of_it_is_let_go() -> None:
