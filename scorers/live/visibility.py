@@ -155,13 +155,21 @@ class Visibility(ModelState):
         filed as :meth:`add_labels` would file them."""
         self._label_columns = held
         ts, let_go, at = held.ts, self._let_go, to_us(self.at)
+        # Each labelled decision's latest label, in the order they were first labelled (as set_labelled would append
+        # them): put in its agent's columns at the end, without a search of the agent's labelled decisions per label.
+        latest: dict[int, int] = {}
         for slot in slots:
             if let_go(held.decision(slot)):
                 held.drop(slot)
             elif ts[slot] > at:
                 heapq.heappush(self._hidden_labels, (from_us(ts[slot]), next(self._seq), slot))
             else:
-                self._show_label(slot)
+                self._show_label(slot, latest)
+        t = self._table
+        for d, slot in latest.items():
+            a = self._agents[t.agent(d)]
+            a.labelled.append(d)
+            a.label_slots.append(slot)
 
     def add_checks(self, checks: Iterable[CheckResult]) -> None:
         """Verification results (inconclusive ones are kept but never used, as in the pure evaluation)."""
@@ -302,7 +310,8 @@ class Visibility(ModelState):
         if record_id in self._label_columns:
             self._tally = None
 
-    def _show_label(self, slot: int) -> None:
+    def _show_label(self, slot: int, latest: dict[int, int] | None = None) -> None:
+        """File a visible label (``latest``: a rebuild's latest label by decision, in place of the agents' columns)."""
         held = self._label_columns
         decision = held.decision(slot)
         if self._let_go(decision):
@@ -315,10 +324,14 @@ class Visibility(ModelState):
             self._orphans.add(decision)
             self.unmatched_labels += 1
         elif self._table.is_decision(d):
-            if self.plan.replies:
+            if self.plan.replies and latest is not None:
+                was = latest.get(d)
+                if was is None or held.ts[slot] > held.ts[was]:
+                    latest[d] = slot
+            elif self.plan.replies:
                 a = self._agents[self._table.agent(d)]
-                latest = a.labelled_slot(d)
-                if latest is None or held.ts[slot] > held.ts[latest]:
+                was = a.labelled_slot(d)
+                if was is None or held.ts[slot] > held.ts[was]:
                     a.set_labelled(d, slot)
             if self.plan.labels:
                 self._touch(d)

@@ -605,18 +605,22 @@ def test_a_rebuild_indexes_what_showing_the_records_one_by_one_does(data: st.Dat
     each to the indexes without a search (``_show_last``); a model that shows the same records one by one as they
     arrive, each searched into place, ends with the same indexes, counts and windows. Ids repeat (a later record of
     an id, in time, can come first in read order and take the winner's place) and Markdown decisions are among
-    them."""
+    them. Labels too: several on one decision, the latest (in time, not in arrival) filed beside it."""
     lines = _Lines()
     events = data.draw(st.lists(heartbeat(lines), max_size=40))
     for path in data.draw(st.lists(st.sampled_from(["briefs/b1.md", "findings/f1.md"]), unique=True)):
         events += data.draw(document(path))
     at = _at(data.draw(st.sampled_from(ANCHORS)))
+    labels = [Label(_at(data.draw(minutes)), data.draw(st.sampled_from(IDS)), "down", "rev1",
+                    "labels/r.jsonl", lines.next()) for _ in range(data.draw(st.integers(0, 12)))]
     rebuilt = LiveModel(CFG)
     rebuilt.add_events(events)
+    rebuilt.add_labels(labels)
     windows = rebuilt.evaluate(at)
     one_by_one = LiveModel(CFG)
     one_by_one.evaluate(at)
     one_by_one.add_events(events)
+    one_by_one.add_labels(labels)
     assert {n: to_json(w) for n, w in one_by_one.evaluate(at).items()} == {n: to_json(w) for n, w in windows.items()}
     assert _indexes(rebuilt) == _indexes(one_by_one)
 
