@@ -27,6 +27,36 @@ from scorers.lookups import take_check
 Lookup = Callable[[Collection[str]], tuple[list[Event], list[Label]]]
 
 
+
+class LatestLabels:
+    """A rebuild's latest visible label on each labelled decision, in the order the decisions were first labelled (as
+    :meth:`~scorers.live.agents.Agent.set_labelled` would append them): filed in the agents' columns at the end,
+    without a search of an agent's labelled decisions per label. Columns by the labels' entries (one per decision id),
+    not a dict: a hundred thousand labels would cost ~10 MB at the first evaluation's peak."""
+
+    def __init__(self, held: HeldLabels) -> None:
+        self.held = held
+        self.latest: array[int] = array("i", [-1]) * len(held.named)
+        self.decisions: array[int] = array(SLOTS)
+        self.entries: array[int] = array("i")
+
+    def file(self, d: int, slot: int) -> None:
+        """The label in ``slot`` is on the decision ``d`` (its winner) and visible."""
+        held = self.held
+        entry = held.entry[slot]
+        was = self.latest[entry]
+        if was == -1:
+            self.decisions.append(d)
+            self.entries.append(entry)
+        elif held.ts[slot] <= held.ts[was]:
+            return
+        self.latest[entry] = slot
+
+    def filed(self) -> Iterator[tuple[int, int]]:
+        """(decision, its latest label's slot), first labelled first."""
+        latest = self.latest
+        return zip(self.decisions, (latest[e] for e in self.entries), strict=True)
+
 class Visibility(ModelState):
     """Records in and out, and their visibility as T moves."""
 
@@ -155,9 +185,7 @@ class Visibility(ModelState):
         filed as :meth:`add_labels` would file them."""
         self._label_columns = held
         ts, let_go, at = held.ts, self._let_go, to_us(self.at)
-        # Each labelled decision's latest label, in the order they were first labelled (as set_labelled would append
-        # them): put in its agent's columns at the end, without a search of the agent's labelled decisions per label.
-        latest: dict[int, int] = {}
+        latest = LatestLabels(held)
         for slot in slots:
             if let_go(held.decision(slot)):
                 held.drop(slot)
@@ -166,7 +194,7 @@ class Visibility(ModelState):
             else:
                 self._show_label(slot, latest)
         t = self._table
-        for d, slot in latest.items():
+        for d, slot in latest.filed():
             a = self._agents[t.agent(d)]
             a.labelled.append(d)
             a.label_slots.append(slot)
@@ -310,7 +338,7 @@ class Visibility(ModelState):
         if record_id in self._label_columns:
             self._tally = None
 
-    def _show_label(self, slot: int, latest: dict[int, int] | None = None) -> None:
+    def _show_label(self, slot: int, latest: LatestLabels | None = None) -> None:
         """File a visible label (``latest``: a rebuild's latest label by decision, in place of the agents' columns)."""
         held = self._label_columns
         decision = held.decision(slot)
@@ -325,9 +353,7 @@ class Visibility(ModelState):
             self.unmatched_labels += 1
         elif self._table.is_decision(d):
             if self.plan.replies and latest is not None:
-                was = latest.get(d)
-                if was is None or held.ts[slot] > held.ts[was]:
-                    latest[d] = slot
+                latest.file(d, slot)
             elif self.plan.replies:
                 a = self._agents[self._table.agent(d)]
                 was = a.labelled_slot(d)
