@@ -28,15 +28,23 @@ def to_us(ts: datetime) -> int:
     return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def from_us(us: int) -> datetime:
-    """Integer microseconds since the epoch → aware UTC datetime (no float rounding)."""
-    return EPOCH + timedelta(microseconds=us)
-
-
 #: Below this many microseconds from the epoch either way (2^32 s: the years 1834 to 2106), ``us / 1e6`` is within
 #: 0.24 µs of the exact time (a double near 2^32 has 2^-21 s between neighbours), so ``fromtimestamp``, which
 #: rounds to the nearest microsecond, gives the exact time.
 _FLOAT_EXACT_US = 2**32 * 1_000_000
+
+
+def exact_from_us(us: int) -> datetime:
+    """:func:`from_us` without a float on the way (the reference the fast paths are tested against)."""
+    return EPOCH + timedelta(0, 0, us)
+
+
+def from_us(us: int) -> datetime:
+    """Integer microseconds since the epoch → aware UTC datetime, exact: through a float in 1834-2106 (a third
+    faster, and a first evaluation makes a few million), else through a timedelta."""
+    if -_FLOAT_EXACT_US < us < _FLOAT_EXACT_US:
+        return datetime.fromtimestamp(us / 1e6, UTC)
+    return EPOCH + timedelta(0, 0, us)
 
 
 def from_us_many(us: Sequence[int]) -> list[datetime]:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.records import Event
-from collectors.rfc3339 import from_us, from_us_many
+from collectors.rfc3339 import exact_from_us, from_us, from_us_many
 from daemon.config import COMPONENTS, Config, GitHub
 from daemon.ingest import Ingester
 from daemon.store import Store
@@ -151,6 +151,8 @@ _EDGE_US = 2**32 * 1_000_000  # where from_us_many's float path ends
     st.integers(-62_135_596_800_000_000, 253_402_300_799_999_999),  # any time a record can hold (years 1-9999)
 ), max_size=40))
 def test_times_from_microseconds_in_bulk_are_exact(us: list[int]) -> None:
-    """The batch conversion the model cache loads through equals the exact one, on either side of its float path."""
-    assert from_us_many(us) == [from_us(u) for u in us]
-    assert all(t.tzinfo is UTC for t in from_us_many(us))
+    """The batch conversion the model cache loads through, and the one by one, equal the exact one, on either side of
+    their float paths."""
+    exact = [exact_from_us(u) for u in us]
+    assert from_us_many(us) == exact and [from_us(u) for u in us] == exact
+    assert all(t.tzinfo is UTC for t in [*from_us_many(us), *map(from_us, us)])
