@@ -77,6 +77,7 @@ class ModelState:
         self._vocabulary = None if any(SEPARATOR in p for p in vocabulary) else Vocabulary(vocabulary)
         #: Every record held, by slot (scorers/live/table.py).
         self._table = Table(self._vocabulary, self._decision_kinds)
+        self._table.threads.remember_all()  # until the first evaluation: a load's threads (see Texts)
         #: Values computed once and shared (prompt keys); the counts and contributions tables below.
         self._shared: dict[Any, Any] = {}
         #: Each distinct tuple of a decision's counts (the first: all zero), and each distinct contribution of an

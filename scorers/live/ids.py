@@ -8,6 +8,7 @@ from the :class:`Ids`); :class:`Texts` numbers distinct strings with the two.
 from __future__ import annotations
 
 import math
+import sys
 import zlib
 from array import array
 from collections.abc import Iterable, Iterator
@@ -259,22 +260,35 @@ RECENT_HELD = 4096
 
 class Texts:
     """Distinct strings, each once, by position (0 stands for None): held as :class:`Ids` and found by an
-    :class:`IdIndex`, with no Python object per string (a record's thread: tens of thousands, each a few records')."""
+    :class:`IdIndex`, with no Python object per string (a record's thread: tens of thousands, each a few records').
 
-    __slots__ = ("_recent", "ids", "index")
+    The strings asked for lately are remembered (found without hashing their bytes): the last :data:`RECENT_HELD`, or
+    every one from :meth:`remember_all` to :meth:`forget_recent`. A store's records are read in time order, every
+    agent's threads interleaved, so a load would find almost none of them among the last few thousand."""
+
+    __slots__ = ("_held", "_recent", "ids", "index")
 
     def __init__(self) -> None:
         self.ids = Ids()
         self.ids.put(0, "")  # position 0: None, never found by its text
         self.index = IdIndex(self.ids)
         self._recent: dict[str, int] = {}
+        self._held = RECENT_HELD
 
     def __getstate__(self) -> tuple[Ids, IdIndex]:
         return self.ids, self.index
 
     def __setstate__(self, state: tuple[Ids, IdIndex]) -> None:
         self.ids, self.index = state
-        self._recent = {}
+        self._recent, self._held = {}, RECENT_HELD
+
+    def remember_all(self) -> None:
+        """Remember every string asked for until :meth:`forget_recent` (a load's)."""
+        self._held = sys.maxsize
+
+    def forget_recent(self) -> None:
+        """Let go of the strings remembered; remember the last :data:`RECENT_HELD` from now on."""
+        self._recent, self._held = {}, RECENT_HELD
 
     def __len__(self) -> int:
         return len(self.ids.at)
@@ -290,7 +304,7 @@ class Texts:
             k = len(self.ids.at)
             self.ids.put(k, text)
             self.index.put(text, k)
-        if len(recent) >= RECENT_HELD:
+        if len(recent) >= self._held:
             recent.clear()
         recent[text] = k
         return k

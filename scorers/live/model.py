@@ -121,6 +121,7 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
         """Index every stored record afresh for ``at`` (first evaluation, or the clock went back), letting go of
         those up to ``horizon`` first (see eviction.py) when that is due."""
         t = self._table
+        t.threads.forget_recent()
         slots = self._stored_slots()
         if horizon is not None:
             slots = self._let_go_of_ids_before(slots, horizon)

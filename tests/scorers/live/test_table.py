@@ -120,6 +120,21 @@ def test_texts_number_strings_as_a_dict_would(values: list[str]) -> None:
     assert [copy(v) for v in values] == [expected[v] for v in values] and len(copy) == len(expected) + 1
 
 
+def test_a_load_s_threads_are_remembered_until_the_first_evaluation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh model remembers every thread it is given (a store's records come in time order, agents interleaved);
+    its first evaluation lets go of them, and from then on only the last few are remembered."""
+    monkeypatch.setattr(ids_module, "RECENT_HELD", 4)
+    model = LiveModel(CFG)
+    model.add_events(ev(f"d{i}", T0 - timedelta(minutes=i), thread=f"t{i}", line=i + 1) for i in range(10))
+    threads = model._table.threads
+    assert len(threads._recent) == 10
+    model.evaluate(T0)
+    assert not threads._recent
+    model.add_events(ev(f"e{i}", T0, thread=f"u{i}", line=100 + i) for i in range(6))
+    assert len(threads._recent) <= 4 and threads.values == [None, *(f"t{i}" for i in range(10)),
+                                                           *(f"u{i}" for i in range(6))]
+
+
 def test_the_ids_buffer_is_compacted_once_more_than_half_of_it_is_let_go() -> None:
     table = Table(None, DECISIONS)
     slots = [table.add_event(ev(f"id-{i:05d}" * 20, T0, line=i + 1)) for i in range(300)]
