@@ -53,7 +53,7 @@ def json_bytes(data: Any) -> bytes:
     return dumps(data).encode("utf-8")
 
 
-def json_body(body: bytes) -> web.Response:
+def json_body(body: bytes | bytearray) -> web.Response:
     """A JSON answer of a body encoded already (by :func:`json_bytes`, off the loop)."""
     return web.Response(body=body, content_type="application/json", charset="utf-8")
 
