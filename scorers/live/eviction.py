@@ -117,6 +117,10 @@ class Eviction(ModelState):
             t.release(s)
         self._let_go_of_checks_and_file_times(horizon)
         self.evicted_to = horizon
+        # The values only those records shared go too (documents, threads, shapes, citation lists), and the prompt
+        # keys worked out (a cache, refilled by the prompts still asked about): else they grow with the history.
+        self._table.vacuum()
+        self._shared.clear()
 
     def _unindex_all(self, winners: Collection[int]) -> None:
         """Take winners out of the indexes at once, marking nothing (records let go behind every window). Each sorted

@@ -309,6 +309,15 @@ class Texts:
         recent[text] = k
         return k
 
+    def kept(self, positions: Iterable[int]) -> Texts:
+        """Texts of the strings at ``positions`` only (ascending, 0 first): the k-th of them at position k."""
+        kept = Texts()
+        for k in positions:
+            if k:
+                kept(self.ids.text(k))
+        kept.forget_recent()
+        return kept
+
     def text(self, k: int) -> str | None:
         """The string at position ``k`` (None at 0)."""
         return self.ids.text(k) if k else None

@@ -35,6 +35,11 @@ Key = tuple[int, str, int, int]
 MADE_HELD = 4096
 #: Raw shapes and citation lists remembered while rows are read (a text repeated nearby is reduced once).
 RAW_HELD = 8192
+#: A table of shared values is written again without those no record names once it holds more than twice as many
+#: as are named, and at least this many (see :meth:`Table.vacuum`).
+VACUUM_FROM = 1024
+#: The columns of positions into the tables of shared values, each with its table.
+_SHARED = (("source", "sources"), ("thread", "threads"), ("cited", "citations"), ("shape", "shapes"))
 
 
 class Source(NamedTuple):
@@ -80,6 +85,14 @@ class _Interned:
     def __setstate__(self, values: list[Any]) -> None:
         self.values = values
         self.at = {v: k for k, v in enumerate(values)}
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def kept(self, positions: Iterable[int]) -> _Interned:
+        """The values at ``positions`` only (ascending): the k-th of them at position k."""
+        values = self.values
+        return _Interned([values[k] for k in positions])
 
 
 class Table:
@@ -254,6 +267,46 @@ class Table:
         self.ids.release(slot)
         self.free.append(slot)
         self._made.pop(slot, None)
+
+    def vacuum(self) -> list[str]:
+        """Let go of the shared values no held record names (the records let go behind the windows leave theirs: a
+        month's documents, threads, shapes and citation lists each day). Each table holding more than twice the values
+        its column names (and :data:`VACUUM_FROM` at least) is written again with those alone, in the same order, and
+        its column renumbered; the strings they share are shared afresh. Returns the tables written again."""
+        for s in self.free:  # a slot let go names nothing (its columns are written again when it is given)
+            self.source[s] = self.thread[s] = self.cited[s] = self.shape[s] = 0
+        done = []
+        for column_name, table_name in _SHARED:
+            column, table = getattr(self, column_name), getattr(self, table_name)
+            named = sorted({0, *column})  # 0 kept: none (threads, citations), or the first source or shape
+            if len(table) <= max(VACUUM_FROM, 2 * len(named)):
+                continue
+            renumbered = list(range(len(table)))
+            for new, old in enumerate(named):
+                renumbered[old] = new
+            setattr(self, column_name, array(column.typecode, map(renumbered.__getitem__, column)))
+            setattr(self, table_name, table.kept(named))
+            if table_name == "sources":
+                self.decides = bytearray(self.decides[k] for k in named)
+            done.append(table_name)
+        if done:
+            self._share_again()
+        return done
+
+    def _share_again(self) -> None:
+        """The strings dict of the values the tables hold now (those of values let go leave with them)."""
+        self.strings = {}
+        share = self._share
+        for source in self.sources.values:
+            for value in source:
+                share(value)
+        for shape in self.shapes.values:
+            for value in shape[:-1]:
+                share(value)
+        for cited in self.citations.values:
+            for c in cited:
+                self.strings[("citation", c)] = c
+        self._made.clear()
 
     # --- records out
 

@@ -53,6 +53,7 @@ def _small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     # Columns of two bytes widen to four past a few values (not 65,535), so the examples hold both and the change.
     monkeypatch.setattr(base, "COUNTS_FIT", 4)
     monkeypatch.setattr(table, "_FITS", 3)
+    monkeypatch.setattr(table, "VACUUM_FROM", 0)  # the shared values' tables written again at most evictions
     monkeypatch.setattr(eviction, "EVICT_SLACK", timedelta(minutes=10))
     monkeypatch.setattr(eviction, "EVICT_EVERY", timedelta(minutes=1))
 IDS = [f"d{i}" for i in range(14)]
@@ -1012,3 +1013,23 @@ def test_the_labels_of_a_removed_document_s_decision_count_as_unmatched_when_it_
     model.replace_document("findings/f2.md", [])
     model.evaluate(T0)
     assert model.unmatched_labels == 2 and model._orphans == {"d0", "d1"}
+
+
+def test_the_values_records_shared_go_with_them_so_memory_follows_the_window() -> None:
+    """A hundred days of records, each day's with threads, prompts, citations and a document of its own: once the
+    windows pass them, the tables of shared values hold about a window's worth (twice what is named at most), not
+    the history's hundred days."""
+    model = LiveModel(CFG, evict=True)
+    for day in range(100):
+        at = T0 + timedelta(days=day)
+        brief = f"briefs/ada-{day}.md"
+        model.add_events([ev(brief, at, kind="brief", path=brief, markdown=True, text=f"see https://x.org/{day}"),
+                          *(ev(f"d{day}-{i}", at - timedelta(minutes=i), thread=f"t{day}-{i}", prompt=f"p{day}",
+                               text=f"No data yet: see https://x.org/{day}/{i}") for i in range(5))])
+        model.evaluate(at)
+    t = model._table
+    held_days = (CFG.scoring.longest_window + eviction.EVICT_SLACK).days + 2
+    assert model.evicted_to > T0 + timedelta(days=60)
+    assert len(t.threads) <= 2 * 5 * held_days + 1 and len(t.sources) <= 2 * held_days + 2
+    assert len(t.citations) <= 2 * 6 * held_days + 1 and len(t.shapes) <= 2 * 6 * held_days + 1
+    assert len(model._shared) <= 2 * held_days

@@ -135,6 +135,33 @@ def test_a_load_s_threads_are_remembered_until_the_first_evaluation(monkeypatch:
                                                            *(f"u{i}" for i in range(6))]
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(events, max_size=12), st.data())
+def test_a_vacuum_keeps_the_values_held_records_name_and_only_those(records: list[Event], data: st.DataObject) -> None:
+    """Records let go leave their values behind until a vacuum: then each table holds the values its column names
+    (and its first), every held slot reads as before, and records added later share the values kept."""
+    table = Table(None, DECISIONS)
+    slots = [table.add_event(e) for e in records]
+    gone = data.draw(st.sets(st.sampled_from(slots))) if slots else set()
+    for s in gone:
+        table.release(s)
+    table_module.VACUUM_FROM, before = 0, table_module.VACUUM_FROM
+    try:
+        table.vacuum()
+    finally:
+        table_module.VACUUM_FROM = before
+    table.forget_made()
+    held = [(s, e) for s, e in zip(slots, records, strict=True) if s not in gone]
+    assert [table.event(s) for s, _ in held] == [_as_held(e) for _, e in held]
+    for column, values in (("source", "sources"), ("thread", "threads"), ("cited", "citations"), ("shape", "shapes")):
+        named = {0, *(getattr(table, column)[s] for s, _ in held)}
+        assert len(getattr(table, values)) <= 2 * len(named), column
+    sizes = [len(table.sources), len(table.shapes), len(table.citations), len(table.threads)]
+    again = [table.add_event(e) for _, e in held]
+    assert [len(table.sources), len(table.shapes), len(table.citations), len(table.threads)] == sizes
+    assert [table.event(s) for s in again] == [_as_held(e) for _, e in held]
+
+
 def test_the_ids_buffer_is_compacted_once_more_than_half_of_it_is_let_go() -> None:
     table = Table(None, DECISIONS)
     slots = [table.add_event(ev(f"id-{i:05d}" * 20, T0, line=i + 1)) for i in range(300)]
