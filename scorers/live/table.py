@@ -63,20 +63,48 @@ class Shape(NamedTuple):
     generation: int
 
 
-class _Interned:
-    """Distinct values, each once, by their position (a column holds positions)."""
+#: Entries of an :class:`_Interned` index per value when it is made again, and the share past which it grows.
+_ENTRIES, _GROW = 1.6, 0.75
 
-    __slots__ = ("at", "values")
+
+class _Interned:
+    """Distinct values, each once, by their position (a column holds positions), found by an open-addressing index of
+    positions keyed by the value's hash: four bytes an entry where a dict from value to position cost ~70 bytes a
+    value (its entry, and the position as an int object)."""
+
+    __slots__ = ("index", "values")
 
     def __init__(self, first: Sequence[Any] = ()) -> None:
         self.values: list[Any] = list(first)
-        self.at: dict[Any, int] = {v: k for k, v in enumerate(self.values)}
+        self._reindex(len(self.values))
+
+    def _reindex(self, n: int) -> None:
+        self.index: array[int] = array("i", [-1]) * max(8, int(n * _ENTRIES))
+        for k, v in enumerate(self.values):
+            self.index[self._probe(v)[0]] = k
+
+    def _probe(self, value: Any) -> tuple[int, int]:
+        """(entry, position) of ``value``, or (the empty entry where it would go, -1)."""
+        index, values = self.index, self.values
+        size = len(index)
+        i = hash(value) % size
+        while True:
+            k = index[i]
+            if k == -1 or values[k] == value:
+                return i, k
+            i = i + 1 if i + 1 < size else 0
+
+    def find(self, value: Any) -> int:
+        """The position of ``value`` (-1: not held)."""
+        return self._probe(value)[1]
 
     def __call__(self, value: Any) -> int:
-        k = self.at.get(value)
-        if k is None:
-            k = self.at[value] = len(self.values)
+        i, k = self._probe(value)
+        if k == -1:
+            k = self.index[i] = len(self.values)
             self.values.append(value)
+            if len(self.values) > _GROW * len(self.index):
+                self._reindex(len(self.values) * 2)
         return k
 
     def __getstate__(self) -> list[Any]:
@@ -84,7 +112,7 @@ class _Interned:
 
     def __setstate__(self, values: list[Any]) -> None:
         self.values = values
-        self.at = {v: k for k, v in enumerate(values)}
+        self._reindex(len(values))
 
     def __len__(self) -> int:
         return len(self.values)
@@ -146,8 +174,8 @@ class Table:
     def source_of(self, agent: str, kind: str, path: str) -> int:
         """The position of this source (made when new)."""
         source = Source(self._share(agent), self._share(kind), self._share(path))
-        k = self.sources.at.get(source)
-        if k is None:
+        k = self.sources.find(source)
+        if k == -1:
             k = self.sources(source)
             self.decides.append(kind in self.decision_kinds)
         return k

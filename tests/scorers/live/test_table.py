@@ -162,6 +162,23 @@ def test_a_vacuum_keeps_the_values_held_records_name_and_only_those(records: lis
     assert [table.event(s) for s in again] == [_as_held(e) for _, e in held]
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 40)), max_size=120))
+def test_interned_values_are_numbered_as_a_dict_would(values: list[tuple[str, int]]) -> None:
+    """Positions in order of first sight through growth of the index, -1 for a value not held, the same after a
+    pickle (the index is made again) and after keeping some."""
+    interned, expected = table_module._Interned(), dict[tuple[str, int], int]()
+    for v in values:
+        assert interned(v) == expected.setdefault(v, len(expected))
+    assert interned.values == list(expected) and interned.find(("d", 0)) == -1
+    copy = pickle.loads(pickle.dumps(interned))
+    assert [copy.find(v) for v in expected] == list(expected.values())
+    every_other = list(expected)[::2]
+    kept = copy.kept(range(0, len(expected), 2))
+    assert [kept.find(v) for v in every_other] == list(range(len(every_other))) == list(range(len(kept)))
+    assert all(kept.find(v) == -1 for v in list(expected)[1::2])
+
+
 def test_the_ids_buffer_is_compacted_once_more_than_half_of_it_is_let_go() -> None:
     table = Table(None, DECISIONS)
     slots = [table.add_event(ev(f"id-{i:05d}" * 20, T0, line=i + 1)) for i in range(300)]
