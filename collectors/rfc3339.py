@@ -44,7 +44,7 @@ def from_us(us: int) -> datetime:
     faster, and a first evaluation makes a few million), else through a timedelta."""
     if -_FLOAT_EXACT_US < us < _FLOAT_EXACT_US:
         return datetime.fromtimestamp(us / 1e6, UTC)
-    return EPOCH + timedelta(0, 0, us)
+    return exact_from_us(us)
 
 
 def from_us_many(us: Sequence[int]) -> list[datetime]:
