@@ -69,5 +69,6 @@ def _window_closes(d: Event, outcome: Outcome, ctx: RuleContext) -> datetime:
 
 #: A refusal waiting for a follow-up is decided by the agent's next decisions within ``follow_up``, or by the
 #: window closing.
-RULE = Rule(NAME, evaluate, Affects(follow_ups=Horizon(attrgetter("follow_up"), follows_up), awaits=needs_follow_up),
+RULE = Rule(NAME, evaluate, Affects(follow_ups=Horizon(attrgetter("follow_up"), follows_up), awaits=needs_follow_up,
+                                     awaits_kinds=frozenset({"refusal"})),
             valid_until=_window_closes)

@@ -48,6 +48,8 @@ class Affects:
     #: Decisions of ``d``'s agent after ``d`` (``agent_decisions_between``), for the decisions ``awaits`` selects.
     follow_ups: Horizon | None = None
     awaits: Selects | None = None
+    #: The only kinds of decision ``awaits`` can select (None: any): the others are not made into an Event to ask.
+    awaits_kinds: frozenset[str] | None = None
     #: Decisions of ``d``'s agent after a label on ``d`` (from the label's time), once ``d`` has one.
     replies: Horizon | None = None
     #: ``d``'s agent's previous answer to the same prompt (``previous_same_prompt``) and what lies between them: the

@@ -85,7 +85,9 @@ class Indexing(ModelState):
         a.counts.append(0)
         for an in a.anchored:
             an.held.append(0)
-        if plan.follow_ups:  # (no label is filed yet: a rebuild files them after its records, _show_label)
+        kinds = plan.awaited_kinds
+        # (no label is filed yet: a rebuild files them after its records, _show_label)
+        if plan.follow_ups and (kinds is None or t.kind(s) in kinds):
             e = t.event(s)
             for (_, _, awaits), waiting in zip(plan.follow_ups, a.awaiting, strict=True):
                 if awaits is None or awaits(e, self):

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from collectors.records import Event
 from scorers.context import RuleContext
 from scorers.outcome import Outcome
-from scorers.rule import Evaluate, Reach, Rule, Selects
+from scorers.rule import Affects, Evaluate, Reach, Rule, Selects
 from scorers.spec import ScoringConfig
 
 ValidUntil = Callable[[Event, Outcome, RuleContext], datetime | None]
@@ -41,6 +41,8 @@ class Plan:
     repeats: bool
     #: Per rule reading later decisions from the decision itself: (horizon, matches, which decisions wait).
     follow_ups: tuple[tuple[timedelta, Matches, Selects | None], ...]
+    #: The kinds of decision any of them can select (None: any; see :attr:`~scorers.rule.Affects.awaits_kinds`).
+    awaited_kinds: frozenset[str] | None
     #: Per rule reading later decisions from a label on the decision: (horizon, matches).
     replies: tuple[tuple[timedelta, Matches], ...]
     longest_reply: timedelta
@@ -75,6 +77,7 @@ class Plan:
             repeats=any(a.repeats for a in deps),
             follow_ups=tuple((a.follow_ups.length(scoring), a.follow_ups.matches, a.awaits)
                              for a in deps if a.follow_ups is not None),
+            awaited_kinds=_awaited_kinds([a for a in deps if a.follow_ups is not None]),
             replies=replies,
             longest_reply=max((length for length, _ in replies), default=timedelta(0)),
             signals=tuple(a.signals for a in deps if a.signals is not None),
@@ -82,3 +85,13 @@ class Plan:
             signal_within=max((s.within for s in config.signals), default=timedelta(0)),
             by_path=any(a.paths or a.repeats for a in deps),
         )
+
+
+def _awaited_kinds(deps: list[Affects]) -> frozenset[str] | None:
+    """The union of the kinds the follow-ups' ``awaits`` can select (None: some can select any)."""
+    kinds: frozenset[str] = frozenset()
+    for a in deps:
+        if a.awaits is None or a.awaits_kinds is None:
+            return None
+        kinds |= a.awaits_kinds
+    return kinds

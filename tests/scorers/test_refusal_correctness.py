@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from daemon.config import Config, GitHub
+from scorers.context import Context
+from scorers.rules import RULES
 from tests.helpers import T0, ev, outcome, records, t
 
 REF = "refusal_correctness"
@@ -70,3 +73,19 @@ def test_refusal_follow_up_after_t_does_not_exist_yet() -> None:
 def test_phrases_match_whole_words_only() -> None:
     d = ev("r", t(-30), kind="refusal", text="No: the reasoning is sincere.", cites=("Issue #1",))
     assert outcome(REF, d, records(d), T0).why == "no reason and no alternatives"
+
+
+@pytest.mark.parametrize("name", [n for n, r in RULES.items() if r.affected_by.awaits_kinds is not None])
+def test_a_rule_s_awaits_selects_only_the_kinds_it_declares(name: str) -> None:
+    """``awaits_kinds`` is what lets the live model skip making an Event for the other kinds (scorers/rule.py): for
+    every decision kind, a decision with a reason and alternatives in its text is selected iff its kind is declared
+    (and some declared kind is selected: the declaration is not empty of meaning)."""
+    affects = RULES[name].affected_by
+    assert affects.awaits is not None and affects.awaits_kinds is not None
+    ctx = Context(records(), T0, Config(github=GitHub(repo="acme/app")))
+    selected = set()
+    for kind in {*ctx.config.decision_kinds, *ctx.config.state_change_kinds, *affects.awaits_kinds}:
+        d = ev("d", t(-1), kind=kind, thread="th", text="No, because CI is red; instead retry.")
+        if affects.awaits(d, ctx):
+            selected.add(kind)
+    assert selected == set(affects.awaits_kinds)
