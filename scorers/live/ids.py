@@ -205,12 +205,27 @@ class IdIndex:
         """``slot`` wins ``record_id`` now (in place of the slot that did, if any)."""
         key = record_id.encode()
         i, old = self._find(key)
-        self.slots[i] = slot
         if old == EMPTY:
-            self.tags[i] = zlib.crc32(key) >> 24
-            self.count += 1
-            if self.count > GROW * self.size:
-                self._grow()
+            self._take(i, key, slot)
+        else:
+            self.slots[i] = slot
+
+    def claim(self, slot: int) -> int:
+        """The slot winning the id held in ``slot``; if none does, ``slot`` wins it now and EMPTY is returned (one
+        search, and no string made: a rebuild asks this of every record)."""
+        key = self.ids.bytes_of(slot)
+        i, old = self._find(key)
+        if old == EMPTY:
+            self._take(i, key, slot)
+        return old
+
+    def _take(self, i: int, key: bytes, slot: int) -> None:
+        """``slot`` wins ``key`` at the empty entry ``i``."""
+        self.slots[i] = slot
+        self.tags[i] = zlib.crc32(key) >> 24
+        self.count += 1
+        if self.count > GROW * self.size:
+            self._grow()
 
     def remove(self, record_id: str) -> None:
         """No slot wins ``record_id`` any more (backward-shift deletion: no tombstones)."""

@@ -194,19 +194,24 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
             if t.live(s) and t.is_markdown(s):  # (not a replay let go)
                 self._file_document(s)
         del slots[:]  # the winners are indexed from here: the column goes before the agents' columns are made
+        # What each record's source says of it, read per source once (Table.kind, .agent, .is_decision per record).
+        sources = t.sources.values
+        states = bytes(source.kind in self._state_kinds for source in sources)
+        agents = [source.agent for source in sources]
         by_agent: dict[str, array[int]] = {}
-        state, state_kinds, ts = array("q"), self._state_kinds, t.ts
+        state, ts, source_at, line, decides = array("q"), t.ts, t.source, t.line, t.decides
         for s in self._winner.values():
-            if t.kind(s) in state_kinds:
+            k = source_at[s]
+            if states[k]:
                 state.append(ts[s])
-            if t.is_decision(s):
-                agent = t.agent(s)
+            if line[s] == 0 or decides[k]:
+                agent = agents[k]
                 held = by_agent.get(agent)
                 if held is None:
                     held = by_agent[agent] = array(SLOTS)
                 held.append(s)
         for agent in sorted(by_agent):
-            for s in sorted(by_agent.pop(agent), key=t.key):
+            for s in t.in_key_order(by_agent.pop(agent)):
                 self._index_last(s)
         self._state_times = array("q", sorted(state))
         self._prompted_times = array("q", sorted(self._prompted_times))
@@ -233,12 +238,10 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
         record of the same id and read position as one kept) is let go."""
         t, winner, shadowed = self._table, self._winner, self._shadowed
         for s in visible:
-            rid = t.id(s)
-            w = winner.get(rid)
+            w = winner.claim(s)
             if w == EMPTY:
-                winner.put(rid, s)
                 continue
-            order = t.order(s)
+            rid, order = t.id(s), t.order(s)
             if t.order(w) == order or any(t.order(x) == order for x in shadowed.get(rid, ())):
                 t.release(s)
                 continue

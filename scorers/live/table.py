@@ -390,6 +390,21 @@ class Table:
         shape: Shape = self.shapes.values[self.shape[slot]]
         return (self.ts[slot], source.path, shape.generation, self.line[slot])
 
+    def in_key_order(self, slots: Iterable[int]) -> list[int]:
+        """``slots`` sorted by :meth:`key`: by time, then each run of one time by the whole key (a key made for each
+        of a million slots costs more than the sort)."""
+        ts = self.ts
+        out = sorted(slots, key=ts.__getitem__)
+        k, n = 0, len(out)
+        while k < n:
+            us, j = ts[out[k]], k + 1
+            while j < n and ts[out[j]] == us:
+                j += 1
+            if j - k > 1:
+                out[k:j] = sorted(out[k:j], key=self.key)
+            k = j
+        return out
+
     def event(self, slot: int) -> Event:
         """The :class:`Event` the record in ``slot`` stands for (one of the last made is given again)."""
         made = self._made.get(slot)

@@ -195,10 +195,11 @@ def test_the_ids_buffer_is_compacted_once_more_than_half_of_it_is_let_go() -> No
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["put", "put", "remove"]), st.integers(0, 60)), max_size=200))
+@given(st.lists(st.tuples(st.sampled_from(["put", "put", "claim", "remove"]), st.integers(0, 60)), max_size=200))
 def test_the_id_index_answers_as_a_dict_would(ops: list[tuple[str, int]]) -> None:
-    """Puts, replacements and removals (backward-shift deletion, growth past its load) agree with a dict. The ids
-    are few, so their CRCs share the table's low bits and every probe sequence is long."""
+    """Puts, claims (a slot wins its id unless one does), replacements and removals (backward-shift deletion, growth
+    past its load) agree with a dict. The ids are few, so their CRCs share the table's low bits and every probe
+    sequence is long."""
     table = Table(None, DECISIONS)
     index, expected = IdIndex(table.ids), {}
     for op, n in ops:
@@ -207,6 +208,10 @@ def test_the_id_index_answers_as_a_dict_would(ops: list[tuple[str, int]]) -> Non
             s = table.add_event(ev(rid, T0, line=n + 1))
             index.put(rid, s)
             expected[rid] = s
+        elif op == "claim":
+            s = table.add_event(ev(rid, T0, line=n + 1))
+            assert index.claim(s) == expected.get(rid, EMPTY)
+            expected.setdefault(rid, s)
         else:
             index.remove(rid)
             expected.pop(rid, None)
@@ -276,3 +281,16 @@ def test_an_index_made_for_its_ids_holds_them_without_growing() -> None:
         index.put(table.id(s), s)
     assert index.size == math.ceil(1000 / ids_module.FILL) * 3 // 2
     assert all(index.get(table.id(s)) == s for s in slots + more)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.sampled_from(["a", "b"]), st.integers(0, 2), st.integers(1, 3)),
+                max_size=40))
+def test_slots_in_key_order_sort_as_by_the_whole_key(records: list[tuple[int, str, int, int]]) -> None:
+    """Sorted by time first and each run of one time by the whole key: the same order as sorting by the key (few
+    times, paths, generations and lines: many ties at every level)."""
+    table = Table(None, DECISIONS)
+    slots = [table.add_event(ev(f"r{k}", T0 + timedelta(seconds=sec), path=path, generation=gen, line=line))
+             for k, (sec, path, gen, line) in enumerate(records)]
+    slots.reverse()
+    assert [table.key(s) for s in table.in_key_order(slots)] == sorted(table.key(s) for s in slots)
