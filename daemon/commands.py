@@ -369,7 +369,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from daemon.app import Daemon, Overrides, file_clock
     from daemon.ingest import system_clock
 
-    heap.one_arena()  # before the daemon's threads start
+    heap.settle()  # before the daemon's threads start
     logescape.configure(logging.INFO, logescape.DAEMON_FORMAT)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run drowns the journal
     logsetup.install()  # a line repeated in a flood is written a few times, then counted (daemon/logsetup.py)
@@ -392,7 +392,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """A generated state, the daemon on it, and live agents writing to it (daemon/demo.py)."""
     from daemon import demo, heap
 
-    heap.one_arena()  # the daemon runs in this process
+    heap.settle()  # the daemon runs in this process
     return demo.main(args)
 
 

@@ -1,11 +1,17 @@
-"""One malloc arena for the whole daemon (glibc).
+"""The daemon's malloc settings (glibc): one arena, and a fixed threshold for blocks given pages of their own.
 
 glibc gives each thread that allocates while another holds the main arena an arena of its own, up to eight per core,
 and memory freed in an arena stays with it. The daemon's threads (the model's worker, the watcher, the cache's reader,
 the executors) each allocate in bursts, so each arena keeps a burst's worth of freed pages resident. The GIL runs one
 thread's Python at a time and CPython's small objects never reach malloc, so a single arena costs no parallelism
-that the daemon has; the peak it saves is in docs/performance.md. ``MALLOC_ARENA_MAX`` in the environment wins
-(glibc read it at start: this leaves it alone).
+that the daemon has.
+
+glibc also raises its mmap threshold (from 128 KiB, up to 32 MiB) each time a block that had pages of its own is
+freed: from then on blocks that size come from the heap, where a block freed below one still held is never given
+back. A start frees such blocks early (the catch-up scan's lists and sets) while the model's columns grow beside
+them, so the heap kept the freed space at its peak. A fixed threshold keeps big blocks in pages of their own (given
+back when freed, grown by ``mremap``). The peak each saves is in docs/performance.md. A setting in the environment
+(``MALLOC_ARENA_MAX``, ``MALLOC_MMAP_THRESHOLD_``) wins: glibc read it at start, and it is left alone.
 """
 
 from __future__ import annotations
@@ -15,8 +21,13 @@ import ctypes.util
 import os
 from collections.abc import Callable
 
-#: mallopt's parameter for the most arenas (malloc.h).
+#: mallopt's parameters (malloc.h).
+M_MMAP_THRESHOLD = -3
 M_ARENA_MAX = -8
+#: Blocks from this size on get pages of their own: glibc's starting threshold, kept.
+MMAP_THRESHOLD = 128 * 1024
+#: (parameter, value, the environment variable that overrides it).
+SETTINGS = ((M_ARENA_MAX, 1, "MALLOC_ARENA_MAX"), (M_MMAP_THRESHOLD, MMAP_THRESHOLD, "MALLOC_MMAP_THRESHOLD_"))
 
 
 def _glibc_mallopt() -> Callable[[int, int], int] | None:
@@ -32,11 +43,11 @@ def _glibc_mallopt() -> Callable[[int, int], int] | None:
     return mallopt
 
 
-def one_arena(environ: dict[str, str] | None = None,
-              mallopt: Callable[[], Callable[[int, int], int] | None] = _glibc_mallopt) -> bool:
-    """Ask malloc for one arena before any thread starts; True when it took the setting (False: another C library,
-    or ``MALLOC_ARENA_MAX`` set in ``environ``, the process's by default)."""
-    if "MALLOC_ARENA_MAX" in (os.environ if environ is None else environ):
-        return False
+def settle(environ: dict[str, str] | None = None,
+           mallopt: Callable[[], Callable[[int, int], int] | None] = _glibc_mallopt) -> dict[str, bool]:
+    """Apply :data:`SETTINGS` before any thread starts; per environment variable, True when malloc took the setting
+    (False: another C library, or the variable set in ``environ``, the process's by default)."""
+    environ = os.environ if environ is None else environ
     call = mallopt()
-    return call is not None and call(M_ARENA_MAX, 1) == 1
+    return {name: call is not None and name not in environ and call(param, value) == 1
+            for param, value, name in SETTINGS}
