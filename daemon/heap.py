@@ -19,7 +19,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 #: mallopt's parameters (malloc.h).
 M_MMAP_THRESHOLD = -3
@@ -43,11 +43,11 @@ def _glibc_mallopt() -> Callable[[int, int], int] | None:
     return mallopt
 
 
-def settle(environ: dict[str, str] | None = None,
+def settle(environ: Mapping[str, str] | None = None,
            mallopt: Callable[[], Callable[[int, int], int] | None] = _glibc_mallopt) -> dict[str, bool]:
     """Apply :data:`SETTINGS` before any thread starts; per environment variable, True when malloc took the setting
     (False: another C library, or the variable set in ``environ``, the process's by default)."""
-    environ = os.environ if environ is None else environ
+    chosen = os.environ if environ is None else environ
     call = mallopt()
-    return {name: call is not None and name not in environ and call(param, value) == 1
+    return {name: call is not None and name not in chosen and call(param, value) == 1
             for param, value, name in SETTINGS}
