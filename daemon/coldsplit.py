@@ -37,7 +37,7 @@ from typing import Any
 from collectors.rfc3339 import from_us, to_us
 from daemon import forking
 from scorers.live.base import NEVER
-from scorers.live.sums import Anchor, Outcomes
+from scorers.live.sums import Anchor, Outcomes, Worked
 
 log = logging.getLogger("honestyd")
 
@@ -51,7 +51,7 @@ _NO_TIME = -(2**63)
 #: Each agent's outcomes on the pipe: their length as 8 bytes, then their pickle.
 _LENGTH = 8
 
-Work = Callable[[Sequence[str]], list[list[Outcomes]]]
+Work = Callable[[Sequence[str]], list[Worked]]
 
 
 def cores() -> int:
@@ -71,8 +71,8 @@ class Child:
         self._buffer = bytearray()
         self._reaped = False
 
-    def poll(self, timeout: float = 0.0) -> list[Sequence[Outcomes]]:
-        """The outcomes of the next agents in order (one list per agent) that the child sent since the last call,
+    def poll(self, timeout: float = 0.0) -> list[Worked]:
+        """The work of the next agents in order (one per agent) that the child sent since the last call,
         waiting at most ``timeout`` seconds for the first; none once it ended (done, failed or closed)."""
         if self._reaped:
             return []
@@ -89,15 +89,15 @@ class Child:
             self._buffer += chunk
         return self._frames()
 
-    def _frames(self) -> list[Sequence[Outcomes]]:
-        out: list[Sequence[Outcomes]] = []
+    def _frames(self) -> list[Worked]:
+        out: list[Worked] = []
         buffer = self._buffer
         while len(buffer) >= _LENGTH:
             n = int.from_bytes(buffer[:_LENGTH], "little")
             if len(buffer) < _LENGTH + n:
                 break
-            (outcomes,) = decode(pickle.loads(buffer[_LENGTH:_LENGTH + n])).values()
-            out.append(outcomes)
+            (worked,) = decode(pickle.loads(buffer[_LENGTH:_LENGTH + n])).values()
+            out.append(worked)
             del buffer[:_LENGTH + n]
         return out
 
@@ -163,10 +163,12 @@ def _child(names: list[str], work: Work, out: int, parent: int) -> None:
         os._exit(status)
 
 
-def encode(names: list[str], outcomes: list[list[Outcomes]]) -> tuple[Any, ...]:
-    """The outcomes of these agents as a few flat columns (no object per decision: the parent would hold them all):
-    per decision the index of its counts in a table of distinct ones; the times that are not NEVER and the anchors
-    that are not None, each beside its position (most decisions have neither)."""
+def encode(names: list[str], worked: list[Worked]) -> tuple[Any, ...]:
+    """The work of these agents with their outcomes as a few flat columns (no object per decision: the parent would
+    hold them all): per decision the index of its counts in a table of distinct ones; the times that are not NEVER
+    and the anchors that are not None, each beside its position (most decisions have neither). The filings stay as
+    they are (few decisions have one)."""
+    outcomes = [o for o, _ in worked]
     table: dict[tuple[int, ...], int] = {}
     contributions: dict[tuple[int, int, int, int], int] = {}
     counts, until_at, until = array("I"), array("I"), array("q")
@@ -186,19 +188,19 @@ def encode(names: list[str], outcomes: list[list[Outcomes]]) -> tuple[Any, ...]:
                     times.append(_NO_TIME if t is None else to_us(t))
                     added.append(contributions.setdefault(contribution, len(contributions)))
             k += 1
-    return (names, [len(o) for o in outcomes], list(table), list(contributions), width, counts, until_at, until,
-            anchor_at, times, added)
+    return (names, [len(o) for o in outcomes], [list(f) for _, f in worked], list(table), list(contributions), width,
+            counts, until_at, until, anchor_at, times, added)
 
 
-def decode(data: tuple[Any, ...]) -> dict[str, Sequence[Outcomes]]:
-    """The outcomes :func:`encode` wrote, by agent: read from the columns as they are asked for, so that the parent
-    holds no object per decision meanwhile."""
-    names, lengths, *rest = data
+def decode(data: tuple[Any, ...]) -> dict[str, Worked]:
+    """The work :func:`encode` wrote, by agent: the outcomes read from the columns as they are asked for, so that the
+    parent holds no object per decision meanwhile."""
+    names, lengths, filings, *rest = data
     columns = _Columns(*rest)
-    out: dict[str, Sequence[Outcomes]] = {}
+    out: dict[str, Worked] = {}
     start = 0
-    for name, n in zip(names, lengths, strict=True):
-        out[name] = _Decoded(columns, start, n)
+    for name, n, filed in zip(names, lengths, filings, strict=True):
+        out[name] = (_Decoded(columns, start, n), filed)
         start += n
     return out
 

@@ -23,6 +23,11 @@ from scorers.live.agents import NONE, Agent, find, insert
 from scorers.live.base import SLOTS, ModelState
 from scorers.lookups import CurrentChecks, FileState
 
+#: Where a decision is filed besides its agent's indexes: the keys of the paths it names (spec 3.4's P, canonical) and
+#: whether a signal selects it. Only the model's invalidation reads those maps, never a rule.
+Filing = tuple[tuple[str, ...], bool]
+NO_FILING: Filing = ((), False)
+
 
 class Indexing(ModelState):
     """Winners into and out of the indexes; the file index; the lookups the rules make."""
@@ -72,7 +77,7 @@ class Indexing(ModelState):
         """:meth:`_index` in a rebuild (``_bulk``), for a decision winning its id that sorts after every one of its
         agent indexed (by :meth:`~scorers.live.table.Table.key`): it goes at the end of its agent's indexes, no
         search, into the times of prompted decisions unsorted (the rebuild sorts them once), and into the path and
-        signal maps later (:meth:`_index_every_path`, from :meth:`~scorers.live.sums.Summing.rerun_all`). No prefix
+        signal maps later, with the rules (:meth:`~scorers.live.sums.Summing.rerun_all`). No prefix
         sum is dropped: the rebuild's agents hold none yet (their first sums come after the rules ran for every
         decision)."""
         t, plan = self._table, self.plan
@@ -152,35 +157,44 @@ class Indexing(ModelState):
         return dict.fromkeys(self._path_key(p) for p in paths_of(e))
 
     def _index_paths(self, s: int, e: Event, *, add: bool) -> None:
+        if add:
+            self._file(s, self._filing(e))
+            return
         plan = self.plan
         if plan.by_path:
             for key in self._path_keys(e):
                 bucket = self._by_path.get(key)
-                if add:
-                    if bucket is None:
-                        bucket = self._by_path[key] = array(SLOTS)
-                    bucket.append(s)
-                elif bucket is not None and s in bucket:
+                if bucket is not None and s in bucket:
                     bucket.remove(s)
                     if not bucket:
                         del self._by_path[key]
         for selects in plan.signals:
             if selects(e, self):
-                if add:
-                    self._signal_claims.append(s)
-                elif s in self._signal_claims:
+                if s in self._signal_claims:
                     self._signal_claims.remove(s)
                 break
 
-    def _index_every_path(self) -> None:
-        """File every visible decision afresh by the paths it names and the signals it claims (a rebuild's
-        :meth:`_index_last` leaves them out: only the model's invalidation reads those maps, never a rule)."""
-        self._by_path = {}
-        self._signal_claims = array(SLOTS)
-        t = self._table
-        for a in self._agents.values():
-            for s in a.events:
-                self._index_paths(s, t.event(s), add=True)
+    def _filing(self, e: Event) -> Filing:
+        """Where ``e`` is filed besides its agent's indexes (see :data:`Filing`); reads the model, changes nothing of
+        it (a rebuild's helper works them out apart: see :meth:`~scorers.live.sums.Summing.rerun_all`)."""
+        plan = self.plan
+        paths = paths_of(e) if plan.by_path else None
+        keys = tuple(dict.fromkeys(map(self._path_key, paths))) if paths else ()
+        for selects in plan.signals:
+            if selects(e, self):
+                return keys, True
+        return (keys, False) if keys else NO_FILING
+
+    def _file(self, s: int, filing: Filing) -> None:
+        """File the decision ``s`` as :meth:`_filing` said."""
+        keys, claims = filing
+        for key in keys:
+            bucket = self._by_path.get(key)
+            if bucket is None:
+                bucket = self._by_path[key] = array(SLOTS)
+            bucket.append(s)
+        if claims:
+            self._signal_claims.append(s)
 
     def _prompt_key(self, prompt: str | None) -> str | None:
         if prompt is None:

@@ -12,14 +12,16 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-from collections.abc import Callable, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from collectors.records import Event
 from collectors.rfc3339 import to_us
 from scorers.live.agents import NONE, Agent
-from scorers.live.base import NEVER, NO_WIDTH
-from scorers.live.indexes import Indexing
+from scorers.live.base import NEVER, NO_WIDTH, SLOTS
+from scorers.live.indexes import NO_FILING, Filing, Indexing
 from scorers.lookups import check_expires, current_check
 from scorers.outcome import NOT_APPLICABLE, PENDING
 from scorers.score import AgentResult, ComponentResult, WindowResult, summarise
@@ -30,12 +32,17 @@ Anchor = tuple[datetime | None, tuple[int, int, int, int]]
 Outcomes = tuple[tuple[int, ...], datetime, tuple[Anchor | None, ...]]
 
 
+#: One agent's work in a rebuild: its decisions' outcomes in order, and the filings (by position) of those filed
+#: anywhere (see :data:`~scorers.live.indexes.Filing`; most are not).
+Worked = tuple[Sequence[Outcomes], Sequence[tuple[int, Filing]]]
+
+
 class Helper(Protocol):
     """Works out a rebuild's outcomes elsewhere (see :meth:`Summing.rerun_all`), agent by agent from the first."""
 
-    def poll(self, timeout: float = 0.0) -> list[Sequence[Outcomes]]:
-        """The outcomes of the next agents in order, one list per agent, sent since the last call (none once it
-        ended), waiting at most ``timeout`` seconds for the first."""
+    def poll(self, timeout: float = 0.0) -> list[Worked]:
+        """The work of the next agents in order, one per agent, sent since the last call (none once it ended),
+        waiting at most ``timeout`` seconds for the first."""
 
     def close(self) -> None:
         """Stop working: every agent is kept (or the rebuild failed)."""
@@ -43,7 +50,7 @@ class Helper(Protocol):
 
 #: Starts a :class:`Helper` for the agents' names in order, their numbers of decisions and a function working out the
 #: outcomes of some of them; None when it will not help.
-Split = Callable[[list[str], list[int], Callable[[Sequence[str]], list[list[Outcomes]]]], Helper | None]
+Split = Callable[[list[str], list[int], Callable[[Sequence[str]], list[Worked]]], Helper | None]
 
 #: Decisions per block of the cached prefix sums (see range_sums): a window's sum adds at most 2 × (BLOCK − 1)
 #: decisions' counts to one difference of prefixes. The prefixes cost 8 bytes per column per block (at 64, 2.4 MB of
@@ -59,10 +66,13 @@ class Summing(Indexing):
         valid."""
         self._apply(s, a, i, self._outcomes(s, a, i))
 
-    def _outcomes(self, s: int, a: Agent, i: int) -> Outcomes:
-        """What the rules say of the decision ``s`` (at ``a.events[i]``), for :meth:`_apply`; reads the model, changes
-        nothing of it (so the decisions of different agents can be worked out apart: see :meth:`rerun_all`)."""
-        plan, e = self.plan, self._table.event(s)
+    def _outcomes(self, s: int, a: Agent, i: int, e: Event | None = None) -> Outcomes:
+        """What the rules say of the decision ``s`` (at ``a.events[i]``; ``e``: its Event, when made already), for
+        :meth:`_apply`; reads the model, changes nothing of it (so the decisions of different agents can be worked out
+        apart: see :meth:`rerun_all`)."""
+        plan = self.plan
+        if e is None:
+            e = self._table.event(s)
         counts = [0] * plan.columns
         gaps = plan.false_gaps
         until = NEVER
@@ -119,20 +129,20 @@ class Summing(Indexing):
         """Run the rules for every decision (a rebuild). ``split`` may start a :class:`Helper` working out the agents'
         outcomes elsewhere (another process, with a copy of this model) from the first agent on: this model works out
         and keeps agents from the last one back, keeping between two of its own what the helper sent, until the two
-        meet; then the helper is stopped. An agent whose outcomes the helper got wrong in number is worked out here.
-        The decisions are filed by path and signal here too (see
-        :meth:`~scorers.live.indexes.Indexing._index_every_path`)."""
+        meet; then the helper is stopped. An agent whose work the helper got wrong in number is worked out here. The
+        decisions are filed by path and signal with their rules, from the Event made for those (see
+        :meth:`~scorers.live.indexes.Indexing._filing`): on either side, one Event per decision."""
         names = list(self._agents)
         helper = None if split is None else split(names, [len(self._agents[n].events) for n in names],
-                                                  self._outcomes_of)
+                                                  self._work_of)
         self.evaluated = 0
+        self._by_path, self._signal_claims = {}, array(SLOTS)  # filed afresh, agent by agent
         sent, last = 0, len(names)  # names[:sent] kept from the helper, names[last:] worked out here
         try:
-            self._index_every_path()  # while the helper starts: no rule reads these maps
             while sent < last:
-                for outcomes in () if helper is None else helper.poll():
+                for worked in () if helper is None else helper.poll():
                     if sent < last:  # else worked out here as well, the two sides having met meanwhile
-                        self._keep(self._agents[names[sent]], outcomes)
+                        self._keep(self._agents[names[sent]], worked)
                     sent += 1
                 if sent < last:
                     last -= 1
@@ -141,26 +151,58 @@ class Summing(Indexing):
             if helper is not None:
                 helper.close()
 
-    def _keep(self, a: Agent, outcomes: Sequence[Outcomes]) -> None:
-        """Keep the outcomes a helper worked out for ``a``'s decisions (or work them out, if not one per decision)."""
-        if len(outcomes) != len(a.events):
+    def _keep(self, a: Agent, worked: Worked) -> None:
+        """Keep the work a helper did for ``a``'s decisions (or do it, if not one outcome per decision)."""
+        outcomes, filings = worked
+        n = len(a.events)
+        if len(outcomes) != n or not all(0 <= k < n for k, _ in filings):
             self._rerun(a)
             return
-        for k, (s, o) in enumerate(zip(a.events, outcomes, strict=True)):
-            self._apply(s, a, k, o)
-        self.evaluated += len(a.events)
+        self._apply_all(a, outcomes)
+        for k, filing in filings:
+            self._file(a.events[k], filing)
+        self.evaluated += n
 
     def _rerun(self, a: Agent) -> None:
+        """Run the rules for every decision of ``a``, and file each (a rebuild)."""
+        t, outcomes = self._table, []
         for k, s in enumerate(a.events):
-            self._reevaluate(s, a, k)
+            e = t.event(s)
+            outcomes.append(self._outcomes(s, a, k, e))
+            filing = self._filing(e)
+            if filing != NO_FILING:
+                self._file(s, filing)
+        self._apply_all(a, outcomes)
         self.evaluated += len(a.events)
 
-    def _outcomes_of(self, names: Sequence[str]) -> list[list[Outcomes]]:
-        """:meth:`_outcomes` of every decision of these agents, agent by agent."""
-        out = []
+    def _apply_all(self, a: Agent, outcomes: Iterable[Outcomes]) -> None:
+        """:meth:`_apply` for every decision of ``a`` in order (a rebuild), the agent marked changed once."""
+        table, anchored, expiry, seq = self._table, a.anchored, self._expiry, self._seq
+        count_index, contribution_index = self._count_index, self._contribution_index
+        for i, (s, (c, until, anchors)) in enumerate(zip(a.events, outcomes, strict=True)):
+            for anchor, an in zip(anchors, anchored, strict=True):
+                if anchor is not None:
+                    t, added = anchor
+                    an.set(table, s, i, NONE if t is None else to_us(t), contribution_index(added), a.merged)
+            a.counts[i] = count_index(c)  # (not held in a local: a new count past two bytes widens the column)
+            if until < NEVER:
+                heapq.heappush(expiry, (to_us(until), next(seq), s))
+        self._changed(a, 0)
+
+    def _work_of(self, names: Sequence[str]) -> list[Worked]:
+        """The work of :meth:`_rerun` for these agents, agent by agent, without keeping it (for a helper)."""
+        out: list[Worked] = []
+        t = self._table
         for name in names:
             a = self._agents[name]
-            out.append([self._outcomes(s, a, k) for k, s in enumerate(a.events)])
+            outcomes, filings = [], []
+            for k, s in enumerate(a.events):
+                e = t.event(s)
+                outcomes.append(self._outcomes(s, a, k, e))
+                filing = self._filing(e)
+                if filing != NO_FILING:
+                    filings.append((k, filing))
+            out.append((outcomes, filings))
         return out
 
     def _changed(self, a: Agent, i: int) -> None:

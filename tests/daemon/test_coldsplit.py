@@ -29,16 +29,20 @@ times = st.none() | st.integers(0, 10**6).map(lambda m: T0 + timedelta(microseco
 anchors = st.none() | st.tuples(times, st.tuples(*(st.integers(0, 3),) * 4))
 
 
+filings = st.lists(st.tuples(st.integers(0, 5), st.tuples(st.lists(st.text(max_size=3), max_size=2).map(tuple),
+                                                             st.booleans())), max_size=3)
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.integers(0, 2).flatmap(lambda width: st.lists(st.lists(st.tuples(
+@given(st.integers(0, 2).flatmap(lambda width: st.lists(st.tuples(st.lists(st.tuples(
     st.tuples(*(st.integers(0, 2),) * 4), st.just(NEVER) | times.filter(lambda t: t is not None),
-    st.tuples(*(anchors,) * width)), max_size=6), max_size=4)))
-def test_the_columns_give_back_the_outcomes_written(outcomes: list[list[Outcomes]]) -> None:
-    names = [f"agent-{i}" for i in range(len(outcomes))]
-    decoded = coldsplit.decode(coldsplit.encode(names, outcomes))
+    st.tuples(*(anchors,) * width)), max_size=6), filings), max_size=4)))
+def test_the_columns_give_back_the_outcomes_written(worked: list[tuple[list[Outcomes], Any]]) -> None:
+    names = [f"agent-{i}" for i in range(len(worked))]
+    decoded = coldsplit.decode(coldsplit.encode(names, worked))  # type: ignore[arg-type]
     assert list(decoded) == names
-    assert [list(decoded[n]) for n in names] == outcomes
-    assert [[decoded[n][k] for k in range(len(decoded[n]))] for n in names] == outcomes
+    assert [(list(decoded[n][0]), list(decoded[n][1])) for n in names] == worked
+    assert [[decoded[n][0][k] for k in range(len(decoded[n][0]))] for n in names] == [o for o, _ in worked]
 
 
 def _events() -> list[Event]:
@@ -49,8 +53,10 @@ def _events() -> list[Event]:
         for i in range(40):
             ts = T0 - timedelta(hours=3 * i + a)
             kind = "refusal" if i % 7 == 0 else "dm"
-            out.append(ev(f"{agent}-{i}", ts, agent=agent, kind=kind, prompt=f"merge PR {i % 5}?",
-                          text=f"Done, because tests pass. See https://example.com/{i % 3}" if i % 2 else "ok",
+            text = f"Done, because tests pass. See https://example.com/{i % 3}" if i % 2 else "ok"
+            if i % 5 == 1:  # filed by path (and by signal: a gap claim naming none)
+                text += " See [source:docs/a.md]." if i % 10 == 1 else " No recent findings."
+            out.append(ev(f"{agent}-{i}", ts, agent=agent, kind=kind, prompt=f"merge PR {i % 5}?", text=text,
                           path=f"heartbeats/{agent}.jsonl"))
         out.append(ev(f"{agent}-last", T0 - timedelta(minutes=1), agent=agent, kind="refusal", reason="tests fail",
                       alternatives=("re-run the suite",), path=f"heartbeats/{agent}.jsonl"))
@@ -76,6 +82,8 @@ def _state(model: LiveModel) -> dict[str, Any]:
                            [(an.held, an.needs, contributions(an)) for an in a.anchored])
                        for n, a in model._agents.items()},
             "expiry": sorted((until, model._table.order(s)) for until, _, s in model._expiry),
+            "by_path": {k: sorted(model._table.order(s) for s in b) for k, b in model._by_path.items()},
+            "signals": sorted(model._table.order(s) for s in model._signal_claims),
             "evaluated": model.evaluated}
 
 
@@ -105,12 +113,14 @@ def test_the_child_is_another_process_sending_every_agent_in_order_until_stopped
     """Agents larger than the pipe's buffer come through whole (read in parts), in the order given."""
     parent = os.getpid()
 
-    def work(names: Any) -> list[list[Outcomes]]:
+    def work(names: Any) -> list[Any]:
         (name,) = names
-        return [[((os.getpid(), k), NEVER, ()) for k in range(300_000 if name == "b" else 3)]]
+        return [([((os.getpid(), k), NEVER, ()) for k in range(300_000 if name == "b" else 3)], [(1, (("p",), True))])]
 
     child = coldsplit.forked(["a", "b", "c"], [3, 300_000, 3], work, split_from=0, cores=lambda: 2)
-    got = _all_sent(child)
+    worked = _all_sent(child)
+    assert all(list(f) == [(1, (("p",), True))] for _, f in worked)
+    got = [o for o, _ in worked]
     assert [len(o) for o in got] == [3, 300_000, 3]
     assert {c[0] for outcomes in got for c, _, _ in outcomes} - {parent} == {c[0] for c, _, _ in got[0]}
     assert [c[1] for c, _, _ in got[1]] == list(range(300_000))
@@ -118,10 +128,10 @@ def test_the_child_is_another_process_sending_every_agent_in_order_until_stopped
 
 
 def test_a_child_stopped_half_way_is_reaped_without_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    def work(names: Any) -> list[list[Outcomes]]:
+    def work(names: Any) -> list[Any]:
         if names == ["b"]:
             time.sleep(60)  # the child's own work, stopped by close()
-        return [[((1,), NEVER, ())]]
+        return [([((1,), NEVER, ())], [])]
 
     child = coldsplit.forked(["a", "b"], [1, 1], work, split_from=0, cores=lambda: 2)
     assert child is not None
@@ -129,7 +139,7 @@ def test_a_child_stopped_half_way_is_reaped_without_a_warning(caplog: pytest.Log
         while not (first := child.poll(timeout=1.0)):
             pass
         child.close()
-    assert [list(o) for o in first] == [[((1,), NEVER, ())]] and child.ended and child.poll() == []
+    assert [list(o) for o, _ in first] == [[((1,), NEVER, ())]] and child.ended and child.poll() == []
     assert "second core" not in caplog.text
     with pytest.raises(ChildProcessError):
         os.waitpid(child.pid, os.WNOHANG)
@@ -171,7 +181,7 @@ def test_the_model_keeps_the_child_s_agents_until_the_two_meet(ahead: int) -> No
 
 
 def test_a_child_that_fails_leaves_its_agents_to_the_model(caplog: pytest.LogCaptureFixture) -> None:
-    def work(names: Any) -> list[list[Outcomes]]:
+    def work(names: Any) -> list[Any]:
         raise RuntimeError("no")
 
     one_pass = _model()
@@ -190,7 +200,7 @@ def test_a_child_that_fails_leaves_its_agents_to_the_model(caplog: pytest.LogCap
 
 
 def test_nothing_is_forked_on_one_core_or_for_a_small_rebuild() -> None:
-    def work(names: Any) -> list[list[Outcomes]]:
+    def work(names: Any) -> list[Any]:
         raise AssertionError("not to be called")
 
     assert coldsplit.forked(["a", "b"], [10, 10], work, split_from=0, cores=lambda: 1) is None
@@ -224,12 +234,12 @@ def test_a_rule_failing_in_the_parent_stops_the_child(monkeypatch: pytest.Monkey
     calls = 0
     outcomes = model._outcomes
 
-    def failing(e: Any, a: Any, i: int) -> Any:
+    def failing(s: int, a: Any, i: int, e: Any = None) -> Any:
         nonlocal calls
         calls += 1
         if calls > 5:  # the child's copy may fail too (it exits 1): what matters is that the parent reaps it
             raise RuntimeError("a rule failed")
-        return outcomes(e, a, i)
+        return outcomes(s, a, i, e)
 
     monkeypatch.setattr(model, "_outcomes", failing)
     with pytest.raises(RuntimeError, match="a rule failed"):

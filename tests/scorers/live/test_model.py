@@ -642,7 +642,8 @@ class _Sends:
         n = self.batches.pop(0) if self.batches else 0
         out = self.outcomes[self.sent:self.sent + n]
         if self.wrong is not None and self.sent <= self.wrong < self.sent + len(out):
-            out[self.wrong - self.sent] = out[self.wrong - self.sent][1:]
+            outcomes, filings = out[self.wrong - self.sent]
+            out[self.wrong - self.sent] = (outcomes[1:], filings)
         self.sent += len(out)
         return out
 
