@@ -73,39 +73,41 @@ class Indexing(ModelState):
             self._dirty.add(s)
             self._touch_neighbours(s, e, a)
 
-    def _index_last(self, s: int) -> None:
-        """:meth:`_index` in a rebuild (``_bulk``), for a decision winning its id that sorts after every one of its
-        agent indexed (by :meth:`~scorers.live.table.Table.key`): it goes at the end of its agent's indexes, no
-        search, into the times of prompted decisions unsorted (the rebuild sorts them once), and into the path and
-        signal maps later, with the rules (:meth:`~scorers.live.sums.Summing.rerun_all`). No prefix
-        sum is dropped: the rebuild's agents hold none yet (their first sums come after the rules ran for every
-        decision)."""
+    def _index_agent(self, agent: str, slots: Sequence[int]) -> None:
+        """:meth:`_index` in a rebuild (``_bulk``), for the decisions of ``agent`` winning their ids, in key order
+        (:meth:`~scorers.live.table.Table.in_key_order`), none indexed yet: they go into the agent's indexes at
+        once, no search, into the times of prompted decisions unsorted (the rebuild sorts them once), and into the path
+        and signal maps later, with the rules (:meth:`~scorers.live.sums.Summing.rerun_all`). No prefix sum is dropped:
+        the rebuild's agents hold none yet (their first sums come after the rules ran for every decision)."""
         t, plan = self._table, self.plan
-        agent = t.agent(s)
         a = self._agents.get(agent)
         if a is None:
             a = self._agent(agent)
             a.version = next(self._seq)
-        a.events.append(s)
-        a.counts.append(0)
+        a.events.extend(slots)
+        a.counts.extend(array(a.counts.typecode, [0]) * len(slots))
         for an in a.anchored:
-            an.held.append(0)
+            an.held.extend(bytes(len(slots)))
         kinds = plan.awaited_kinds
-        # (no label is filed yet: a rebuild files them after its records, _show_label)
-        if plan.follow_ups and (kinds is None or t.kind(s) in kinds):
-            e = t.event(s)
-            for (_, _, awaits), waiting in zip(plan.follow_ups, a.awaiting, strict=True):
-                if awaits is None or awaits(e, self):
-                    waiting.append(s)
-        prompt = t.prompt(s)
-        if prompt is not None:
-            key = self._prompt_key(prompt)
-            if key is not None:
-                self._prompted_times.append(t.ts[s])
-                group = self._prompts.get((agent, key))
-                if group is None:
-                    group = self._prompts[(agent, key)] = array(SLOTS)
-                group.append(s)
+        sources, source_at = t.sources.values, t.source
+        if plan.follow_ups:  # (no label is filed yet: a rebuild files them after its records, _show_label)
+            for s in slots:
+                if kinds is None or sources[source_at[s]].kind in kinds:
+                    e = t.event(s)
+                    for (_, _, awaits), waiting in zip(plan.follow_ups, a.awaiting, strict=True):
+                        if awaits is None or awaits(e, self):
+                            waiting.append(s)
+        shapes, shape_at, ts, prompted = t.shapes.values, t.shape, t.ts, self._prompted_times
+        for s in slots:
+            prompt = shapes[shape_at[s]].prompt
+            if prompt is not None:
+                key = self._prompt_key(prompt)
+                if key is not None:
+                    prompted.append(ts[s])
+                    group = self._prompts.get((agent, key))
+                    if group is None:
+                        group = self._prompts[(agent, key)] = array(SLOTS)
+                    group.append(s)
 
     def _unindex(self, s: int) -> None:
         """Take a winner out of the indexes, and mark what its going can change."""

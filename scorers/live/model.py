@@ -211,8 +211,7 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
                     held = by_agent[agent] = array(SLOTS)
                 held.append(s)
         for agent in sorted(by_agent):
-            for s in t.in_key_order(by_agent.pop(agent)):
-                self._index_last(s)
+            self._index_agent(agent, t.in_key_order(by_agent.pop(agent)))
         self._state_times = array("q", sorted(state))
         self._prompted_times = array("q", sorted(self._prompted_times))
 
