@@ -17,7 +17,7 @@ from datetime import datetime
 from collectors.rfc3339 import to_us
 from scorers.live.base import DAWN, SLOTS
 from scorers.live.eviction import Eviction
-from scorers.live.ids import EMPTY, IdIndex
+from scorers.live.ids import IdIndex
 from scorers.live.invalidation import Invalidation
 from scorers.live.review import Review
 from scorers.live.sums import Split, Summing
@@ -236,11 +236,9 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
         """Each id's winner among ``visible`` (the first in read order), the others shadowed behind it; a replay (a
         record of the same id and read position as one kept) is let go."""
         t, winner, shadowed = self._table, self._winner, self._shadowed
-        for s in visible:
-            w = winner.claim(s)
-            if w == EMPTY:
-                continue
+        for s, _ in winner.claim_all(visible):  # the first of each id claims it; the others, in order:
             rid, order = t.id(s), t.order(s)
+            w = winner.get(rid)  # (a later one may have taken it from the first since)
             if t.order(w) == order or any(t.order(x) == order for x in shadowed.get(rid, ())):
                 t.release(s)
                 continue

@@ -195,9 +195,10 @@ def test_the_ids_buffer_is_compacted_once_more_than_half_of_it_is_let_go() -> No
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["put", "put", "claim", "remove"]), st.integers(0, 60)), max_size=200))
+@given(st.lists(st.tuples(st.sampled_from(["put", "put", "claim_all", "remove"]), st.integers(0, 60)),
+                max_size=200))
 def test_the_id_index_answers_as_a_dict_would(ops: list[tuple[str, int]]) -> None:
-    """Puts, claims (a slot wins its id unless one does), replacements and removals (backward-shift deletion, growth
+    """Puts, claims (each slot wins its id unless one does), replacements and removals (backward-shift deletion, growth
     past its load) agree with a dict. The ids are few, so their CRCs share the table's low bits and every probe
     sequence is long."""
     table = Table(None, DECISIONS)
@@ -208,16 +209,18 @@ def test_the_id_index_answers_as_a_dict_would(ops: list[tuple[str, int]]) -> Non
             s = table.add_event(ev(rid, T0, line=n + 1))
             index.put(rid, s)
             expected[rid] = s
-        elif op == "claim":
-            s = table.add_event(ev(rid, T0, line=n + 1))
-            assert index.claim(s) == expected.get(rid, EMPTY)
-            expected.setdefault(rid, s)
+        elif op == "claim_all":  # three records: the first and the last of one id, another id's between
+            slots = [table.add_event(ev(r, T0, line=n + 1)) for r in (rid, f"q{n}", rid)]
+            found = {s: w for s, w in index.claim_all(slots)}
+            first = expected.setdefault(rid, slots[0])
+            other = expected.setdefault(f"q{n}", slots[1])
+            assert found == {s: w for s, w in zip(slots, (first, other, first), strict=True) if s != w}
         else:
             index.remove(rid)
             expected.pop(rid, None)
         assert len(index) == len(expected)
-    assert {f"r{n}": index.get(f"r{n}") for n in range(61) if f"r{n}" in index} == expected
-    assert all(index.get(f"r{n}") == EMPTY for n in range(61) if f"r{n}" not in expected)
+    assert {r: index.get(r) for n in range(61) for r in (f"r{n}", f"q{n}") if r in index} == expected
+    assert all(index.get(r) == EMPTY for n in range(61) for r in (f"r{n}", f"q{n}") if r not in expected)
     assert sorted(index.values()) == sorted(expected.values())
 
 
