@@ -16,7 +16,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from collectors.citations import Citation
 from collectors.jsonl import from_json_list
@@ -274,9 +274,50 @@ class Table:
 
     def add_columns(self, c: Columns) -> Iterator[int]:
         """Slots holding the rows of these columns (their texts reduced already with this table's vocabulary)."""
-        values = c.values
         shapes = [self.shape_of(*s, reduced=True) for s in c.shapes]
         cited = [self.citations_of(tuple(Citation(*p) for p in pairs)) for pairs in c.citations]
+        if not self.free:  # a load: new slots at the end, column by column (no slot let go to give first)
+            return self._append_columns(c, shapes, cited)
+        return self._add_columns(c, shapes, cited)
+
+    def _append_columns(self, c: Columns, shapes: list[int], cited: list[int]) -> Iterator[int]:
+        """:meth:`add_columns` into new slots: each column extended at once, through the chunk's tables."""
+        values, first, n = c.values, len(self.ts), len(c.ids)
+        names = cast("list[str]", values)  # (an agent, a kind, a path: never None)
+        sources: dict[tuple[int, int, int], int] = {}
+        source = array("I")
+        for key in zip(c.agent_at, c.kind_at, c.path_at, strict=True):
+            k = sources.get(key)
+            if k is None:
+                k = sources[key] = self.source_of(names[key[0]], names[key[1]], names[key[2]])
+            source.append(k)
+        stubs = {g: self._stub_shape(g) for g, k in zip(c.generation, c.shape_at, strict=True) if k == NO_SHAPE}
+        threads = {v: 0 if (text := values[v]) is None else self.threads(text)
+                   for v, k in zip(c.thread_at, c.shape_at, strict=True) if k != NO_SHAPE}
+        shape, thread, line, cites = array("I"), array("I"), array("I"), array("I")
+        for k, g, v, at, ln in zip(c.shape_at, c.generation, c.thread_at, c.citations_at, c.line, strict=True):
+            line.append(ln)
+            if k == NO_SHAPE:
+                shape.append(stubs[g])
+                thread.append(0)
+                cites.append(0)
+            else:
+                shape.append(shapes[k])
+                thread.append(threads[v])
+                cites.append(cited[at])
+        for name, column in (("source", source), ("line", line), ("thread", thread), ("cited", cites),
+                             ("shape", shape)):
+            if column:
+                self._widen(**{name: max(column)})
+            getattr(self, name).extend(array(getattr(self, name).typecode, column))
+        self.ts.extend(c.us)
+        put = self.ids.put
+        for k, rid in enumerate(c.ids, first):
+            put(k, rid)
+        return iter(range(first, first + n))
+
+    def _add_columns(self, c: Columns, shapes: list[int], cited: list[int]) -> Iterator[int]:
+        values = c.values
         sources: dict[tuple[int, int, int], int] = {}
         for rid, us, agent, kind, path, thread, line, generation, shape, citations in zip(
                 c.ids, c.us, c.agent_at, c.kind_at, c.path_at, c.thread_at, c.line, c.generation, c.shape_at,

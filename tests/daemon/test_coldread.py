@@ -171,6 +171,14 @@ def test_records_made_from_columns_are_the_records_made_from_the_rows(ingested: 
     t = model._table
     made = [t.event(s) for s in model._loaded]
     assert made == [expected._table.event(s) for s in expected._loaded]
+    # Into a table holding slots let go (given first, row by row): the same records.
+    freed = LiveFeed(CONFIG).model
+    freed.add_columns([columns_of(rows[:3], vocabulary, kinds)])
+    for s in freed._loaded:
+        freed._table.release(s)
+    del freed._loaded[:]
+    freed.add_columns(columns_of(rows[k:k + chunk], vocabulary, kinds) for k in range(0, len(rows), chunk))
+    assert [freed._table.event(s) for s in freed._loaded] == made
     # A chunk's rows after a rowid (the rest were read elsewhere too) are the records of those rows.
     cut = rows[len(rows) // 3][0][0]
     tail, whole = LiveFeed(CONFIG).model, LiveFeed(CONFIG).model
