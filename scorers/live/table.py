@@ -38,6 +38,8 @@ RAW_HELD = 8192
 #: A table of shared values is written again without those no record names once it holds more than twice as many
 #: as are named, and at least this many (see :meth:`Table.vacuum`).
 VACUUM_FROM = 1024
+#: Event's constructor without NamedTuple's generated ``__new__`` in between (a call less per Event made).
+_new_event = tuple.__new__
 #: The columns of positions into the tables of shared values, each with its table.
 _SHARED = (("source", "sources"), ("thread", "threads"), ("cited", "citations"), ("shape", "shapes"))
 
@@ -448,18 +450,22 @@ class Table:
 
     def event(self, slot: int) -> Event:
         """The :class:`Event` the record in ``slot`` stands for (one of the last made is given again)."""
-        made = self._made.get(slot)
-        if made is not None:
-            return made
-        source: Source = self.sources.values[self.source[slot]]
-        shape: Shape = self.shapes.values[self.shape[slot]]
-        line = self.line[slot]
-        e = Event(self.id(slot), from_us(self.ts[slot]), source.agent, source.kind, source.path, line or None,
-                  self.threads.text(self.thread[slot]), shape.text, self.citations.values[self.cited[slot]],
-                  shape.prompt, shape.reason, shape.alternatives, shape.subject, shape.corrects, shape.generation)
-        if len(self._made) >= MADE_HELD:
-            self._made.clear()
-        self._made[slot] = e
+        made = self._made
+        e = made.get(slot)
+        if e is not None:
+            return e
+        agent, kind, path = self.sources.values[self.source[slot]]
+        text, prompt, reason, alternatives, subject, corrects, generation = self.shapes.values[self.shape[slot]]
+        ids, thread = self.ids, self.thread[slot]
+        stem = ids.stem[slot]  # Ids.text and Texts.text inlined: an Event is made for every decision a rule reads
+        rid = f"{ids.stems[stem]}{ids.at[slot]}" if stem else ids.bytes_of(slot).decode()
+        e = _new_event(Event, (rid, from_us(self.ts[slot]), agent, kind, path, self.line[slot] or None,
+                               self.threads.ids.text(thread) if thread else None, text,
+                               self.citations.values[self.cited[slot]], prompt, reason, alternatives, subject,
+                               corrects, generation))
+        if len(made) >= MADE_HELD:
+            made.clear()
+        made[slot] = e
         return e
 
     def forget_made(self) -> None:
