@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 
 from collectors.records import Label
 from collectors.rfc3339 import from_us, to_us
-from scorers.live.ids import EMPTY, IdIndex, Ids
+from scorers.live.ids import EMPTY, Ids, SparseIdIndex
 from scorers.lookups import current_labels, down_labels
 
 #: A decision's labels as the model files them: one slot, or several in arrival order (a tuple while few).
@@ -68,7 +68,7 @@ class HeldLabels:
         self.one: array[int] = array("i")
         self.several: dict[int, tuple[int, ...] | list[int]] = {}
         self._free_entries: array[int] = array("q")
-        self._index = IdIndex(self.decisions)
+        self._index = SparseIdIndex(self.decisions)
 
     def __len__(self) -> int:
         """How many labels are held."""
