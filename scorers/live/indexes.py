@@ -156,7 +156,8 @@ class Indexing(ModelState):
 
     def _path_keys(self, e: Event) -> Iterable[str]:
         """Where a decision is filed by path: each canonical path it names, once."""
-        return dict.fromkeys(self._path_key(p) for p in paths_of(e))
+        paths = paths_of(e)  # (most name none)
+        return dict.fromkeys(map(self._path_key, paths)) if paths else {}
 
     def _index_paths(self, s: int, e: Event, *, add: bool) -> None:
         if add:
@@ -180,8 +181,7 @@ class Indexing(ModelState):
         """Where ``e`` is filed besides its agent's indexes (see :data:`Filing`); reads the model, changes nothing of
         it (a rebuild's helper works them out apart: see :meth:`~scorers.live.sums.Summing.rerun_all`)."""
         plan = self.plan
-        paths = paths_of(e) if plan.by_path else None
-        keys = tuple(dict.fromkeys(map(self._path_key, paths))) if paths else ()
+        keys = tuple(self._path_keys(e)) if plan.by_path else ()
         for selects in plan.signals:
             if selects(e, self):
                 return keys, True

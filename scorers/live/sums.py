@@ -155,25 +155,34 @@ class Summing(Indexing):
         """Keep the work a helper did for ``a``'s decisions (or do it, if not one outcome per decision)."""
         outcomes, filings = worked
         n = len(a.events)
-        if len(outcomes) != n or not all(0 <= k < n for k, _ in filings):
-            self._rerun(a)
-            return
-        self._apply_all(a, outcomes)
-        for k, filing in filings:
-            self._file(a.events[k], filing)
-        self.evaluated += n
+        self._take(a, worked if len(outcomes) == n and all(0 <= k < n for k, _ in filings) else self._work(a))
 
     def _rerun(self, a: Agent) -> None:
         """Run the rules for every decision of ``a``, and file each (a rebuild)."""
-        t, outcomes = self._table, []
+        self._take(a, self._work(a))
+
+    def _take(self, a: Agent, worked: Worked) -> None:
+        """Keep ``worked`` as ``a``'s: its outcomes applied, its decisions filed."""
+        outcomes, filings = worked
+        self._apply_all(a, outcomes)
+        for k, filing in filings:
+            self._file(a.events[k], filing)
+        self.evaluated += len(a.events)
+
+    def _work(self, a: Agent) -> Worked:
+        """The outcomes of ``a``'s decisions and their filings (one Event each); reads the model, changes nothing."""
+        t, outcomes, filings = self._table, [], []
         for k, s in enumerate(a.events):
             e = t.event(s)
             outcomes.append(self._outcomes(s, a, k, e))
             filing = self._filing(e)
             if filing != NO_FILING:
-                self._file(s, filing)
-        self._apply_all(a, outcomes)
-        self.evaluated += len(a.events)
+                filings.append((k, filing))
+        return outcomes, filings
+
+    def _work_of(self, names: Sequence[str]) -> list[Worked]:
+        """:meth:`_work` for these agents, agent by agent (what a helper sends)."""
+        return [self._work(self._agents[name]) for name in names]
 
     def _apply_all(self, a: Agent, outcomes: Iterable[Outcomes]) -> None:
         """:meth:`_apply` for every decision of ``a`` in order (a rebuild), the agent marked changed once."""
@@ -188,22 +197,6 @@ class Summing(Indexing):
             if until < NEVER:
                 heapq.heappush(expiry, (to_us(until), next(seq), s))
         self._changed(a, 0)
-
-    def _work_of(self, names: Sequence[str]) -> list[Worked]:
-        """The work of :meth:`_rerun` for these agents, agent by agent, without keeping it (for a helper)."""
-        out: list[Worked] = []
-        t = self._table
-        for name in names:
-            a = self._agents[name]
-            outcomes, filings = [], []
-            for k, s in enumerate(a.events):
-                e = t.event(s)
-                outcomes.append(self._outcomes(s, a, k, e))
-                filing = self._filing(e)
-                if filing != NO_FILING:
-                    filings.append((k, filing))
-            out.append((outcomes, filings))
-        return out
 
     def _changed(self, a: Agent, i: int) -> None:
         """The decision at index ``i`` of ``a`` (and so every later position) changed: drop the prefix sums that
