@@ -73,12 +73,13 @@ class Indexing(ModelState):
             self._dirty.add(s)
             self._touch_neighbours(s, e, a)
 
-    def _index_agent(self, agent: str, slots: Sequence[int]) -> None:
+    def _index_agent(self, agent: str, slots: Sequence[int], prompt_keys: Sequence[str | None]) -> None:
         """:meth:`_index` in a rebuild (``_bulk``), for the decisions of ``agent`` winning their ids, in key order
         (:meth:`~scorers.live.table.Table.in_key_order`), none indexed yet: they go into the agent's indexes at
         once, no search, into the times of prompted decisions unsorted (the rebuild sorts them once), and into the path
         and signal maps later, with the rules (:meth:`~scorers.live.sums.Summing.rerun_all`). No prefix sum is dropped:
-        the rebuild's agents hold none yet (their first sums come after the rules ran for every decision)."""
+        the rebuild's agents hold none yet (their first sums come after the rules ran for every decision).
+        ``prompt_keys``: the prompt key of each shape of the table, by position."""
         t, plan = self._table, self.plan
         a = self._agents.get(agent)
         if a is None:
@@ -97,17 +98,15 @@ class Indexing(ModelState):
                     for (_, _, awaits), waiting in zip(plan.follow_ups, a.awaiting, strict=True):
                         if awaits is None or awaits(e, self):
                             waiting.append(s)
-        shapes, shape_at, ts, prompted = t.shapes.values, t.shape, t.ts, self._prompted_times
+        shape_at, ts, prompted = t.shape, t.ts, self._prompted_times
         for s in slots:
-            prompt = shapes[shape_at[s]].prompt
-            if prompt is not None:
-                key = self._prompt_key(prompt)
-                if key is not None:
-                    prompted.append(ts[s])
-                    group = self._prompts.get((agent, key))
-                    if group is None:
-                        group = self._prompts[(agent, key)] = array(SLOTS)
-                    group.append(s)
+            key = prompt_keys[shape_at[s]]
+            if key is not None:
+                prompted.append(ts[s])
+                group = self._prompts.get((agent, key))
+                if group is None:
+                    group = self._prompts[(agent, key)] = array(SLOTS)
+                group.append(s)
 
     def _unindex(self, s: int) -> None:
         """Take a winner out of the indexes, and mark what its going can change."""

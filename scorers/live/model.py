@@ -210,8 +210,9 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
                 if held is None:
                     held = by_agent[agent] = array(SLOTS)
                 held.append(s)
+        prompt_keys = [self._prompt_key(shape.prompt) for shape in t.shapes.values]  # per shape, not per record
         for agent in sorted(by_agent):
-            self._index_agent(agent, t.in_key_order(by_agent.pop(agent)))
+            self._index_agent(agent, t.in_key_order(by_agent.pop(agent)), prompt_keys)
         self._state_times = array("q", sorted(state))
         self._prompted_times = array("q", sorted(self._prompted_times))
 

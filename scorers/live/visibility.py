@@ -187,12 +187,13 @@ class Visibility(ModelState):
         ts, let_go, at = held.ts, self._let_go, to_us(self.at)
         latest = LatestLabels(held)
         for slot in slots:
-            if let_go(held.decision(slot)):
+            decision = held.decision(slot)
+            if let_go(decision):
                 held.drop(slot)
             elif ts[slot] > at:
                 heapq.heappush(self._hidden_labels, (from_us(ts[slot]), next(self._seq), slot))
             else:
-                self._show_label(slot, latest)
+                self._file_label(slot, decision, latest)
         t = self._table
         for d, slot in latest.filed():
             a = self._agents[t.agent(d)]
@@ -345,6 +346,11 @@ class Visibility(ModelState):
         if self._let_go(decision):
             held.drop(slot)
             return  # waited hidden while its decision was let go
+        self._file_label(slot, decision, latest)
+
+    def _file_label(self, slot: int, decision: str, latest: LatestLabels | None) -> None:
+        """:meth:`_show_label` for a label whose decision (``decision``) is not let go."""
+        held = self._label_columns
         self._tally = None
         held.file(slot)
         d = self._winner.get(decision)
