@@ -12,6 +12,7 @@ import hashlib
 import re
 from array import array
 from collections.abc import Iterable
+from typing import Any
 
 
 def id_hash(record_id: str) -> int:
@@ -87,7 +88,7 @@ class Vocabulary:
         self.pattern = re.compile(rf"(?<!\w)(?=({alternation})(?!\w))") if self.phrases else None
         # Any phrase anywhere, as plain text: a cheaper scan (no assertion at every position) that most texts, holding
         # no phrase at all, end with; a phrase matching somewhere is in the text there, so none is passed over.
-        self.anywhere = re.compile(alternation) if self.phrases else None
+        self.anywhere = re.compile(_any_of(self.phrases)) if self.phrases else None
         self.prefixes = {p: [q for q in self.phrases if q != p and p.startswith(q)] for p in self.phrases}
 
     def found(self, text: str) -> list[str]:
@@ -107,6 +108,30 @@ class Vocabulary:
                 if end == len(lowered) or _WORD.match(lowered, end) is None:
                     found.add(q)
         return sorted(found)
+
+
+def _any_of(words: Iterable[str]) -> str:
+    """A pattern matching wherever one of ``words`` starts (the shortest of those starting there), as a trie: at each
+    position of a text one branch per next character is tried, where an alternation of the words tries each word (a
+    million texts are scanned in a load: twice as fast on the default phrases)."""
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}  # a word ends here: what follows it needs no match
+
+    def branch(node: dict[str, Any]) -> str:
+        out = []
+        while "" not in node:
+            if len(node) > 1:  # (a call deeper only where words part: a long phrase is a loop, not a recursion)
+                out.append(f"(?:{'|'.join(re.escape(ch) + branch(node[ch]) for ch in sorted(node))})")
+                break
+            ((ch, node),) = node.items()
+            out.append(re.escape(ch))
+        return "".join(out)
+
+    return branch(trie)
 
 
 def reduce_text(text: str, vocabulary: Vocabulary) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import io
+import re
 import sys
 from collections.abc import Callable, Collection
 from dataclasses import replace
@@ -37,6 +38,7 @@ from scorers.live import HistoryEvicted, LiveModel, Vocabulary, base, eviction, 
 from scorers.live.agents import NONE
 from scorers.live.base import slots_in
 from scorers.live.ids import EMPTY
+from scorers.live.records import _any_of
 from scorers.live.table import Table
 from scorers.score import RULES, Rules, evaluate_window, to_json
 from tests.helpers import T0, ev, label
@@ -539,6 +541,14 @@ def test_vocabulary_finds_exactly_the_matching_phrases(parts: list[str]) -> None
     vocabulary = ["no", "no data", "no data yet", "data", "reason:", "reason", "because", "i̇", "x_"]
     text = "".join(parts)
     assert Vocabulary(vocabulary).found(text) == sorted(p for p in vocabulary if phrases.matches(text, p))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text("ab.*(", min_size=1, max_size=4), min_size=1, max_size=6), st.text("ab.*( ", max_size=12))
+def test_the_vocabulary_s_first_scan_finds_a_phrase_wherever_one_is_in_the_text(words: list[str], text: str) -> None:
+    """``found``'s first question (any phrase in the text, as plain text) is a trie of the phrases: it finds one iff
+    one is a substring, with phrases that are prefixes of others and characters a pattern would read as syntax."""
+    assert (re.compile(_any_of(words)).search(text) is not None) == any(w in text for w in words)
 
 
 def test_vocabulary_finds_each_phrase_alone_in_a_text() -> None:
