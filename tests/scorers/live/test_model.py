@@ -545,10 +545,16 @@ def test_vocabulary_finds_exactly_the_matching_phrases(parts: list[str]) -> None
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.text("ab.*(", min_size=1, max_size=4), min_size=1, max_size=6), st.text("ab.*( ", max_size=12))
-def test_the_vocabulary_s_first_scan_finds_a_phrase_wherever_one_is_in_the_text(words: list[str], text: str) -> None:
-    """``found``'s first question (any phrase in the text, as plain text) is a trie of the phrases: it finds one iff
-    one is a substring, with phrases that are prefixes of others and characters a pattern would read as syntax."""
+def test_the_vocabulary_s_tries_find_the_phrases_an_alternation_finds(words: list[str], text: str) -> None:
+    """``found``'s patterns are tries of the phrases: the first question (any phrase in the text, as plain text) finds
+    one iff one is a substring, and the match pattern's core takes the longest phrase starting at each position, with
+    phrases that are prefixes of others and characters a pattern would read as syntax."""
     assert (re.compile(_any_of(words)).search(text) is not None) == any(w in text for w in words)
+    longest = re.compile(_any_of(words, longest=True))  # the match pattern's core: the longest word starting there
+    for i in range(len(text) + 1):
+        m = longest.match(text, i)
+        starting = [w for w in words if text.startswith(w, i)]
+        assert (m and m.group()) == (max(starting, key=len) if starting else None)
 
 
 def test_vocabulary_finds_each_phrase_alone_in_a_text() -> None:
