@@ -22,6 +22,8 @@ import hashlib
 import json
 import os
 import shutil
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -29,6 +31,7 @@ from typing import Any
 
 from bench import REPO_ROOT
 from bench.core import Settings, log, run, safety_timeout
+from daemon.ingest.fingerprint import RACY_NS
 
 #: The simulator's default start (daemon.simulate.DEFAULT_START); every data set uses it.
 SIM_START = datetime.fromisoformat("2026-05-01T00:00:00+00:00")
@@ -238,6 +241,7 @@ class Dataset:
                 side.unlink()
             log(f"ingesting {self.args.key} into a store for this code version (untimed preparation)")
             self.restore()
+            settle(self.work)
             run(self.ingest_cmd(tmp), timeout=safety_timeout(self.settings))
             self.adopt(tmp)
         return target
@@ -250,6 +254,27 @@ class Dataset:
             if Path(f"{src}{suffix}").exists():
                 shutil.copyfile(f"{src}{suffix}", f"{dest}{suffix}")
         return dest
+
+
+def settle(root: Path, clock: Callable[[], int] = time.time_ns, sleep: Callable[[float], None] = time.sleep) -> float:
+    """Wait until every file under ``root`` last changed more than the ingest's racy window ago (RACY_NS), and
+    return the seconds waited. A store ingested from files written a moment before holds their fingerprints as
+    racy, so each daemon started on a copy of it reads every document again (55k of them, ~20 s at the scale
+    part's size) to trust them, and the copy that learns it is thrown away: a state root whose files a host
+    wrote seconds before its first scan is not what a restart meets."""
+    newest = max((entry.stat(follow_symlinks=False).st_ctime_ns for entry in _files(root)), default=0)
+    wait = (newest + RACY_NS - clock()) / 1e9
+    if wait > 0:
+        sleep(wait + 0.05)
+    return max(wait, 0.0)
+
+
+def _files(root: Path) -> Iterator[os.DirEntry[str]]:
+    for entry in os.scandir(root):
+        if entry.is_dir(follow_symlinks=False):
+            yield from _files(Path(entry.path))
+        else:
+            yield entry
 
 
 def remove_db(db: Path) -> None:
