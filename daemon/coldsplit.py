@@ -5,12 +5,12 @@ A model's first evaluation runs every rule for every decision (scorers/live/sums
 largest single part. The rules read the model and change nothing of it, and one agent's outcomes never depend on
 another's being kept, so the work splits by agent. :func:`forked` forks the model's thread: the child has the model
 as it was at the fork, copy-on-write, and works out the agents' outcomes in order, writing each agent's to a pipe as
-soon as it has them, in a compact form (counts as indexes into a table of distinct counts, times as microseconds).
-Meanwhile the model works out and keeps agents from the end, and between two of its own keeps what the child sent.
-Where they meet depends on how fast each side goes (the model also files every decision by path and keeps the
-child's outcomes; a host busy elsewhere may slow either): no share is fixed in advance. Once every agent is kept,
-the child is killed. If the child fails in any way, the model works out the agents it did not send itself: the
-result is the same either way, only slower.
+soon as it has them, in a compact form (counts as indexes into a table of distinct counts, times as microseconds),
+with the paths and signals its decisions are filed under. Meanwhile the model works out and keeps agents from the
+end, and between two of its own keeps what the child sent. Where they meet depends on how fast each side goes (the
+model also keeps the child's outcomes; a host busy elsewhere may slow either): no share is fixed in advance. Once
+every agent is kept, the child is killed. If the child fails in any way, the model works out the agents it did not
+send itself: the result is the same either way, only slower.
 
 The child, like the model cache's writer (daemon/cachewriter.py), runs no other thread's code, logs nothing, touches no
 store, closes every descriptor it inherited but its pipe, dies with the thread that forked it and ends with
