@@ -115,12 +115,16 @@ class Summing(Indexing):
     def _apply(self, s: int, a: Agent, i: int, outcomes: Outcomes) -> None:
         """Keep what :meth:`_outcomes` said of the decision ``s`` (at ``a.events[i]``): its counts, the times its
         outcomes need inside the window, and when they stop being valid."""
+        self._hold(s, a, i, outcomes)
+        self._changed(a, i)
+
+    def _hold(self, s: int, a: Agent, i: int, outcomes: Outcomes) -> None:
+        """:meth:`_apply` but for marking ``a`` changed (a rebuild marks each agent once)."""
         counts, until, anchors = outcomes
         for anchor, an in zip(anchors, a.anchored, strict=True):
             if anchor is not None:
                 t, added = anchor
                 an.set(self._table, s, i, NONE if t is None else to_us(t), self._contribution_index(added), a.merged)
-        self._changed(a, i)
         a.counts[i] = self._count_index(counts)
         if until < NEVER:
             heapq.heappush(self._expiry, (to_us(until), next(self._seq), s))
@@ -186,16 +190,8 @@ class Summing(Indexing):
 
     def _apply_all(self, a: Agent, outcomes: Iterable[Outcomes]) -> None:
         """:meth:`_apply` for every decision of ``a`` in order (a rebuild), the agent marked changed once."""
-        table, anchored, expiry, seq = self._table, a.anchored, self._expiry, self._seq
-        count_index, contribution_index = self._count_index, self._contribution_index
-        for i, (s, (c, until, anchors)) in enumerate(zip(a.events, outcomes, strict=True)):
-            for anchor, an in zip(anchors, anchored, strict=True):
-                if anchor is not None:
-                    t, added = anchor
-                    an.set(table, s, i, NONE if t is None else to_us(t), contribution_index(added), a.merged)
-            a.counts[i] = count_index(c)  # (not held in a local: a new count past two bytes widens the column)
-            if until < NEVER:
-                heapq.heappush(expiry, (to_us(until), next(seq), s))
+        for i, (s, o) in enumerate(zip(a.events, outcomes, strict=True)):
+            self._hold(s, a, i, o)
         self._changed(a, 0)
 
     def _changed(self, a: Agent, i: int) -> None:
