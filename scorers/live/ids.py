@@ -198,7 +198,10 @@ class IdIndex:
 
     def get(self, record_id: str) -> int:
         """The slot winning ``record_id`` (EMPTY: none)."""
-        return self._find(record_id.encode())[1]
+        key = record_id.encode()
+        if self.slots[zlib.crc32(key) % self.size] == EMPTY:
+            return EMPTY  # a miss at the first entry, without the search's call (most of a sparse index's misses)
+        return self._find(key)[1]
 
     def __contains__(self, record_id: str) -> bool:
         return self._find(record_id.encode())[1] != EMPTY
