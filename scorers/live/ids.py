@@ -204,7 +204,7 @@ class IdIndex:
         return self._find(key)[1]
 
     def __contains__(self, record_id: str) -> bool:
-        return self._find(record_id.encode())[1] != EMPTY
+        return self.get(record_id) != EMPTY
 
     def put(self, record_id: str, slot: int) -> None:
         """``slot`` wins ``record_id`` now (in place of the slot that did, if any)."""

@@ -22,7 +22,7 @@ from collectors.rfc3339 import to_us
 from scorers.live.agents import NONE, Agent
 from scorers.live.base import NEVER, NO_WIDTH, SLOTS
 from scorers.live.indexes import NO_FILING, Filing, Indexing
-from scorers.lookups import check_expires
+from scorers.lookups import check_expires, current_check
 from scorers.outcome import NOT_APPLICABLE, PENDING
 from scorers.score import AgentResult, ComponentResult, WindowResult, summarise
 
@@ -90,10 +90,10 @@ class Summing(Indexing):
         citations = e.citations
         if plan.checks and citations:  # a check stops being current as it ages
             latest, at, max_age = self.latest_checks, self.at, self.config.scoring.check_max_age
-            for c in citations:  # current_check inlined (a call per citation of every decision)
-                check = latest.get((c.type, c.target))
-                if check is not None and at < (expires := check_expires(check, max_age)) < until:
-                    until = expires
+            for c in citations:
+                check = current_check(latest, (c.type, c.target), at, max_age)  # as self.checks, without the view
+                if check is not None:
+                    until = min(until, check_expires(check, max_age))
         anchors: list[Anchor | None] = []
         for (reaches_back, s, valid_until, false_gap), an in zip(plan.anchored, a.anchored, strict=True):
             o, t = reaches_back(e, self)
