@@ -181,9 +181,10 @@ class IdIndex:
     def __len__(self) -> int:
         return self.count
 
-    def _find(self, key: bytes) -> tuple[int, int]:
-        """(entry, slot) of ``key``, or (the empty entry where it would go, EMPTY)."""
-        h = zlib.crc32(key)
+    def _find(self, key: bytes, h: int = -1) -> tuple[int, int]:
+        """(entry, slot) of ``key`` (``h``: its CRC-32, when known), or (the empty entry where it would go, EMPTY)."""
+        if h < 0:
+            h = zlib.crc32(key)
         tag, size, slots, tags, id_bytes = h >> 24, self.size, self.slots, self.tags, self.ids.bytes_of
         i = h % size
         while True:
@@ -250,11 +251,26 @@ class IdIndex:
 
     def _take(self, i: int, key: bytes, slot: int) -> None:
         """``slot`` wins ``key`` at the empty entry ``i``."""
+        self._take_tagged(i, zlib.crc32(key) >> 24, slot)
+
+    def _take_tagged(self, i: int, tag: int, slot: int) -> None:
         self.slots[i] = slot
-        self.tags[i] = zlib.crc32(key) >> 24
+        self.tags[i] = tag
         self.count += 1
         if self.count > self.grow * self.size:
             self._grow()
+
+    def get_or_append(self, text: str) -> int:
+        """The slot winning the id ``text``; when none does, ``text`` is appended to :attr:`ids` (the next slot) and
+        wins. One hash and one search, where a :meth:`get` and a :meth:`put` take two of each (:class:`Texts`)."""
+        key = text.encode()
+        h = zlib.crc32(key)
+        i, slot = self._find(key, h)
+        if slot == EMPTY:
+            slot = len(self.ids.at)
+            self.ids.put(slot, text)
+            self._take_tagged(i, h >> 24, slot)
+        return slot
 
     def remove(self, record_id: str) -> None:
         """No slot wins ``record_id`` any more (backward-shift deletion: no tombstones)."""
@@ -351,11 +367,7 @@ class Texts:
         k = recent.get(text)
         if k is not None:
             return k
-        k = self.index.get(text)
-        if k == EMPTY:
-            k = len(self.ids.at)
-            self.ids.put(k, text)
-            self.index.put(text, k)
+        k = self.index.get_or_append(text)
         if len(recent) >= self._held:
             recent.clear()
         recent[text] = k
