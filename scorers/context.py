@@ -55,6 +55,10 @@ class RuleContext(Protocol):
     def agent_decisions_between(self, agent: str, after: datetime, until: datetime) -> Sequence[Event]:
         """The agent's decisions with ``after < ts ≤ until`` (and ≤ T), in (ts, read order)."""
 
+    def thread_decisions_between(self, agent: str, thread: str | None, after: datetime,
+                                 until: datetime) -> Sequence[Event]:
+        """:meth:`agent_decisions_between` in ``thread`` only (None: those with no thread)."""
+
     def state_change_between(self, after: datetime, until: datetime) -> bool:
         """True iff a state-change event has ``after < ts ≤ until``."""
 
@@ -124,6 +128,11 @@ class Context:
         lo = bisect.bisect_right(times, after)
         hi = bisect.bisect_right(times, min(until, self.at))
         return self.by_agent[agent][lo:hi]
+
+    def thread_decisions_between(self, agent: str, thread: str | None, after: datetime,
+                                 until: datetime) -> list[Event]:
+        """:meth:`agent_decisions_between` in ``thread`` only (None: those with no thread)."""
+        return [e for e in self.agent_decisions_between(agent, after, until) if e.thread == thread]
 
     def state_change_between(self, after: datetime, until: datetime) -> bool:
         """True iff a state-change event has ``after < ts ≤ until``."""

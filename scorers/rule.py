@@ -50,7 +50,8 @@ class Affects:
     awaits: Selects | None = None
     #: The only kinds of decision ``awaits`` can select (None: any): the others are not made into an Event to ask.
     awaits_kinds: frozenset[str] | None = None
-    #: Decisions of ``d``'s agent after a label on ``d`` (from the label's time), once ``d`` has one.
+    #: Decisions of ``d``'s agent after a label on ``d`` (from the label's time), once ``d`` has one
+    #: (``thread_decisions_between``).
     replies: Horizon | None = None
     #: ``d``'s agent's previous answer to the same prompt (``previous_same_prompt``) and what lies between them: the
     #: coming and going of answers to that prompt, state-change records (``state_change_between``), and changes to the

@@ -34,8 +34,8 @@ def evaluate(d: Event, ctx: RuleContext, width: timedelta) -> Outcome:
     deadline = label_ts + within
     replies = [
         e
-        for e in ctx.agent_decisions_between(d.agent, max(label_ts, d.ts), deadline)
-        if e.id != d.id and e.thread == d.thread  # by id (one decision per id): the live model makes Events anew
+        for e in ctx.thread_decisions_between(d.agent, d.thread, max(label_ts, d.ts), deadline)
+        if e.id != d.id  # by id (one decision per id): the live model makes Events anew
     ]
     if replies:
         first = [e for e in replies if e.ts == replies[0].ts]

@@ -373,6 +373,11 @@ class Texts:
         recent[text] = k
         return k
 
+    def find(self, text: str) -> int:
+        """The position of ``text`` (EMPTY: not held)."""
+        k = self._recent.get(text)
+        return self.index.get(text) if k is None else k
+
     def kept(self, positions: Iterable[int]) -> Texts:
         """Texts of the strings at ``positions`` only (ascending, 0 first): the k-th of them at position k."""
         kept = Texts()

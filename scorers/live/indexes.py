@@ -21,6 +21,7 @@ from scorers.context import paths_of, prompt_key
 from scorers.live import base
 from scorers.live.agents import NONE, Agent, find, insert
 from scorers.live.base import SLOTS, ModelState
+from scorers.live.ids import EMPTY
 from scorers.lookups import CurrentChecks, FileState
 
 #: Where a decision is filed besides its agent's indexes: the keys of the paths it names (spec 3.4's P, canonical) and
@@ -285,6 +286,19 @@ class Indexing(ModelState):
         t = self._table
         lo, hi = a.between(to_us(after), to_us(min(until, self.at)), t.ts)
         return [t.event(s) for s in a.events[lo:hi]]
+
+    def thread_decisions_between(self, agent: str, thread: str | None, after: datetime,
+                                 until: datetime) -> Sequence[Event]:
+        """:meth:`agent_decisions_between` in ``thread`` only (None: those with no thread), an Event made only for
+        those (a reply window holds dozens of the agent's decisions, seldom more than one of the thread)."""
+        a = self._agents.get(agent)
+        t = self._table
+        k = 0 if thread is None else t.threads.find(thread)
+        if a is None or k == EMPTY:
+            return ()
+        lo, hi = a.between(to_us(after), to_us(min(until, self.at)), t.ts)
+        column = t.thread
+        return [t.event(s) for s in a.events[lo:hi] if column[s] == k]
 
     def state_change_between(self, after: datetime, until: datetime) -> bool:
         """True iff a visible state-change event has ``after < ts ≤ until``."""
