@@ -22,7 +22,7 @@ NONE = -(2**63)
 def find(slots: array[int], s: int, t: Table) -> int | None:
     """Where ``s`` is in ``slots`` (sorted by the table's key), or None."""
     key = t.key(s)
-    i = bisect.bisect_left(slots, key, key=t.key)
+    i = t.bisect_left(slots, key)
     while i < len(slots):  # past any slot of an equal key (two decisions of one document at one time)
         if slots[i] == s:
             return i
@@ -36,7 +36,7 @@ def insert(slots: array[int], s: int, t: Table) -> int:
     """Put ``s`` into ``slots`` (sorted by the table's key) after every slot of a smaller or equal key when it sorts
     last (a live arrival, no search), else before the slots of an equal key; returns where."""
     key = t.key(s)
-    i = len(slots) if not slots or t.key(slots[-1]) <= key else bisect.bisect_left(slots, key, key=t.key)
+    i = len(slots) if not slots or t.key(slots[-1]) <= key else t.bisect_left(slots, key)
     slots.insert(i, s)
     return i
 

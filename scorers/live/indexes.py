@@ -328,7 +328,7 @@ class Indexing(ModelState):
         if not group:
             return None
         t = self._table
-        i = bisect.bisect_left(group, (to_us(d.ts), d.path, d.generation, d.line or 0), key=t.key)
+        i = t.bisect_left(group, (to_us(d.ts), d.path, d.generation, d.line or 0))
         return t.event(group[i - 1]) if i > 0 else None
 
     def _next_same_prompt(self, s: int) -> int | None:

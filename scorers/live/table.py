@@ -13,6 +13,7 @@ their ids: spec 1.1).
 
 from __future__ import annotations
 
+import bisect
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
@@ -432,6 +433,14 @@ class Table:
         source: Source = self.sources.values[self.source[slot]]
         shape: Shape = self.shapes.values[self.shape[slot]]
         return (self.ts[slot], source.path, shape.generation, self.line[slot])
+
+    def bisect_left(self, slots: Sequence[int], key: Key) -> int:
+        """``bisect.bisect_left(slots, key, key=self.key)`` for ``slots`` in key order: by time in the time column,
+        then by the whole key among the slots of ``key``'s time only (seldom any: no key made per step)."""
+        at = self.ts.__getitem__
+        lo = bisect.bisect_left(slots, key[0], key=at)
+        hi = bisect.bisect_right(slots, key[0], lo, key=at)
+        return lo if lo == hi else bisect.bisect_left(slots, key, lo, hi, key=self.key)
 
     def in_key_order(self, slots: Iterable[int]) -> list[int]:
         """``slots`` sorted by :meth:`key`: by time, then each run of one time by the whole key (a key made for each

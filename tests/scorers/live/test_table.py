@@ -4,6 +4,7 @@ a model holds no Python object per record."""
 
 from __future__ import annotations
 
+import bisect
 import gc
 import math
 import pickle
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from collectors.citations import Citation
 from collectors.records import Event
+from collectors.rfc3339 import to_us
 from scorers.live import LiveModel
 from scorers.live import ids as ids_module
 from scorers.live import table as table_module
@@ -313,3 +315,21 @@ def test_slots_in_key_order_sort_as_by_the_whole_key(records: list[tuple[int, st
              for k, (sec, path, gen, line) in enumerate(records)]
     slots.reverse()
     assert [table.key(s) for s in table.in_key_order(slots)] == sorted(table.key(s) for s in slots)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.sampled_from(["a", "b"]), st.integers(0, 2), st.integers(1, 3)),
+                max_size=40),
+       st.tuples(st.integers(-1, 5), st.sampled_from(["", "a", "ab", "b", "c"]), st.integers(-1, 3), st.integers(0, 4)))
+def test_bisect_left_finds_what_a_search_by_the_whole_key_does(records: list[tuple[int, str, int, int]],
+                                                               probe: tuple[int, str, int, int]) -> None:
+    """The time column first, the whole key among one time's slots: the position bisecting by the key gives, for keys
+    held and keys between them (many ties at every level)."""
+    table = Table(None, DECISIONS)
+    slots = table.in_key_order(table.add_event(ev(f"r{k}", T0 + timedelta(seconds=sec), path=path, generation=gen,
+                                                  line=line))
+                               for k, (sec, path, gen, line) in enumerate(records))
+    sec, path, gen, line = probe
+    keys = [(to_us(T0 + timedelta(seconds=sec)), path, gen, line)] + [table.key(s) for s in slots]
+    for key in keys:
+        assert table.bisect_left(slots, key) == bisect.bisect_left(slots, key, key=table.key)
