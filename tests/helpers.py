@@ -12,7 +12,7 @@ from collectors.records import CheckResult, Event, FileEntry, Label
 from collectors.reviews import ReviewEvent, parse_review_event
 from daemon.changelog import Entry
 from daemon.config import Config, GitHub
-from daemon.reviews.events import closing, encode, openings
+from daemon.reviews.events import closing, encode, failed_rows, openings
 from daemon.reviews.queue import Queue
 from daemon.reviews.rule import due, firing
 from daemon.reviews.views import changelog_entries
@@ -86,7 +86,8 @@ def opened_reviews(snapshot: Snapshot, close: tuple[str, str] | None = None) -> 
     note) closing the first of them."""
     todo = due(firing(snapshot), Queue(), None)
     audited = {c.key: snapshot.windows[c.window].agents.get(c.agent) for c in todo}
-    written = openings(todo, Queue(), snapshot.at, audited, at_start=True)
+    failing = {key: None if a is None else failed_rows(a) for key, a in audited.items()}
+    written = openings(todo, Queue(), snapshot.at, failing, at_start=True)
     if close is not None and written:
         written.append(closing(written[0]["review"], snapshot.at, *close))
     lines = [encode(e)[0] for e in written]

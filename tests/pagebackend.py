@@ -69,8 +69,9 @@ class PageBackend:
     def open_due_reviews(self) -> list[Review]:
         """Open the reviews the opening rule finds due at the first evaluation (the evidence from the audit)."""
         todo = due(firing(self._snapshot), self.queue, None)
-        audited = {c.key: self._audit(c.agent, c.window) for c in todo}
-        opened = self.add_review_events(review_events.openings(todo, self.queue, self.at, audited, at_start=True))
+        audits = {c.key: self._audit(c.agent, c.window) for c in todo}
+        failing = {key: None if a is None else review_events.failed_rows(a) for key, a in audits.items()}
+        opened = self.add_review_events(review_events.openings(todo, self.queue, self.at, failing, at_start=True))
         return [r for r in (self.queue.get(e.review) for e in opened) if r is not None]
 
     def review_list(self, state: str | None = None) -> list[Review]:

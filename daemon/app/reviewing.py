@@ -28,7 +28,6 @@ from daemon.reviews.rule import Condition, Key, due, firing, standing
 from daemon.reviews.views import changelog_entries
 from daemon.snapshot import ReviewCounts, Snapshot
 from daemon.store import Store
-from scorers.score import AgentResult
 
 log = logging.getLogger("honestyd")
 
@@ -134,8 +133,8 @@ class Reviewing(Watching):
             todo = due(now, self.queue, self._firing)
             failed: set[Key] = set()
             if todo:
-                audited = await run_in(self.executors.model, self._audited, todo)
-                opened = ev.openings(todo, self.queue, snap.at, audited, at_start=self._firing is None)
+                failing = await run_in(self.executors.model, self._failing, todo)
+                opened = ev.openings(todo, self.queue, snap.at, failing, at_start=self._firing is None)
                 try:
                     await self._append_reviews(opened)
                 except OSError:
@@ -143,13 +142,14 @@ class Reviewing(Watching):
             self._firing = frozenset(now) - failed
         return replace(snap, reviews=self.review_counts())
 
-    def _audited(self, conditions: Sequence[Condition]) -> dict[Key, AgentResult | None]:
-        """Each condition's result with its audit rows, from the model (the evidence's decisions)."""
+    def _failing(self, conditions: Sequence[Condition]) -> dict[Key, ev.Failed | None]:
+        """Each condition's failing decisions (the evidence), from the model: each audit is let go before the next is
+        built (a first start below the threshold opens a review for each agent at once)."""
         feed = self.keeper.feed
-        out: dict[Key, AgentResult | None] = {}
+        out: dict[Key, ev.Failed | None] = {}
         for c in conditions:
             found = feed.agent_result(c.agent, c.window) if feed is not None else None
-            out[c.key] = found[1] if found is not None else None
+            out[c.key] = ev.failed_rows(found[1]) if found is not None else None
         return out
 
     # --- what reviewers and Alertmanager do
@@ -232,8 +232,8 @@ class Reviewing(Watching):
         if c is None:
             log.warning("alert for agent %r (%s) ignored: no score of it in the latest evaluation", agent, reason)
             return None
-        audited = await run_in(self.executors.model, self._audited, [c])
-        [opened] = ev.openings([c], self.queue, self.clock(), audited, at_start=False, by=ev.BY_ALERT,
+        failing = await run_in(self.executors.model, self._failing, [c])
+        [opened] = ev.openings([c], self.queue, self.clock(), failing, at_start=False, by=ev.BY_ALERT,
                                since=parse_ts(starts))
         await self._append_reviews([opened])
         return self.queue.get(opened["review"])

@@ -55,7 +55,11 @@ def reason_words(c: Condition, since: datetime, *, at_start: bool = False) -> st
     return f"{words} at the latest (already below when honestyd started)" if at_start else words
 
 
-def failed_rows(audited: AgentResult) -> tuple[list[dict[str, Any]], int]:
+#: What an opening lists of the window's failing decisions: (the listed ones, how many failed in all).
+Failed = tuple[list[dict[str, Any]], int]
+
+
+def failed_rows(audited: AgentResult) -> Failed:
     """(the listed failing decisions, how many failed in all): each decision of the window that failed a component,
     newest first, within :data:`MAX_FAILED` and :data:`FAILED_BYTES`."""
     rows = []
@@ -81,11 +85,11 @@ def _score(result: AgentResult | None, window: str | None) -> dict[str, Any] | N
     return {"window": window, "score": result.score, "percent": result.percent, "decisions": result.decisions}
 
 
-def evidence(c: Condition, audited: AgentResult | None, why: str, by: str) -> dict[str, Any]:
-    """What an opening records: the numbers of ``c`` and, from ``audited`` (the result with its audit rows; None
-    when the model could not give them), the decisions that failed a component."""
+def evidence(c: Condition, failed: Failed | None, why: str, by: str) -> dict[str, Any]:
+    """What an opening records: the numbers of ``c`` and the decisions that failed a component (``failed``: of
+    :func:`failed_rows`; None when the model could not give the audit rows)."""
     a = c.result
-    listed, total = failed_rows(audited) if audited is not None else ([], 0)
+    listed, total = failed if failed is not None else ([], 0)
     return {
         "agent": c.agent, "reason": c.reason, "why": why, "by": by, "window": c.window,
         "score": a.score, "percent": a.percent, "interval": list(a.interval) if a.interval is not None else None,
@@ -124,11 +128,11 @@ def encode(event: Mapping[str, Any]) -> tuple[bytes, str]:
     return body + b"\n", event_id(body)
 
 
-def openings(due: Sequence[Condition], queue: Queue, at: datetime, audited: Mapping[Key, AgentResult | None], *,
+def openings(due: Sequence[Condition], queue: Queue, at: datetime, failed: Mapping[Key, Failed | None], *,
              at_start: bool, by: str = BY_RULE, since: datetime | None = None) -> list[dict[str, Any]]:
     """The events that open the ``due`` reviews at ``at``: ``reopened`` on the latest review of (agent, reason) when
-    it is closed, else ``opened`` with a new id. ``audited``: each condition's result with its audit rows (the
-    evidence's decisions); ``at_start``: the first evaluation after a start; ``since``: when the reason began (an
+    it is closed, else ``opened`` with a new id. ``failed``: each condition's failing decisions (:func:`failed_rows`
+    of its audit); ``at_start``: the first evaluation after a start; ``since``: when the reason began (an
     alert's start; default ``at``)."""
     out = []
     for c in due:
@@ -136,5 +140,5 @@ def openings(due: Sequence[Condition], queue: Queue, at: datetime, audited: Mapp
         reopen = latest is not None and not latest.is_open
         rid = latest.id if latest is not None and reopen else review_id(c.agent, c.reason, at)
         why = reason_words(c, since or at, at_start=at_start and since is None)
-        out.append(opening(rid, at, evidence(c, audited.get(c.key), why, by), reopen=reopen))
+        out.append(opening(rid, at, evidence(c, failed.get(c.key), why, by), reopen=reopen))
     return out

@@ -12,7 +12,7 @@ from collectors.records import Event
 from collectors.reviews import ReviewEvent, parse_review_event
 from daemon.config import Config, GitHub, Limits
 from daemon.limits import select
-from daemon.reviews.events import closing, encode, openings
+from daemon.reviews.events import closing, encode, failed_rows, openings
 from daemon.reviews.queue import Queue
 from daemon.reviews.rule import due, firing
 from daemon.snapshot import Snapshot
@@ -55,7 +55,8 @@ class Daemon:
     def evaluate(self, s: Snapshot) -> list[dict[str, Any]]:
         now = firing(s)
         todo = due(now, self.queue(), self.previous)
-        opened = openings(todo, self.queue(), s.at, {c.key: c.result for c in todo}, at_start=self.previous is None)
+        failing = {c.key: failed_rows(c.result) for c in todo}
+        opened = openings(todo, self.queue(), s.at, failing, at_start=self.previous is None)
         self.lines += [encode(e)[0] for e in opened]
         self.previous = frozenset(now)
         return opened
