@@ -35,8 +35,9 @@ from daemon.ingest.fingerprint import RACY_NS
 
 #: The simulator's default start (daemon.simulate.DEFAULT_START); every data set uses it.
 SIM_START = datetime.fromisoformat("2026-05-01T00:00:00+00:00")
-#: Files the daemon may create inside a state root it runs on (its changelog, API labels).
-_DAEMON_WRITES = ("iris/honesty-changelog.md", "labels/api.jsonl")
+#: Files the daemon may create inside a state root it runs on (its changelog, API labels, the reviews it opens: left
+#: behind, the reviews file made every later start on the data set one that opens none).
+_DAEMON_WRITES = ("iris/honesty-changelog.md", "labels/api.jsonl", "reviews/honestyd.jsonl")
 
 
 @dataclass(frozen=True)
