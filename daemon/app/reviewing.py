@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -74,12 +74,15 @@ class Reviewing(Watching):
 
     # --- writing events
 
-    async def _append_reviews(self, events: Sequence[Mapping[str, Any]]) -> list[ReviewEvent]:
+    async def _append_reviews(self, events: list[dict[str, Any]]) -> list[ReviewEvent]:
         """Append ``events`` in one write and apply them as pending; raises OSError (logged) when the file is refused.
-        Call under :attr:`_review_lock`."""
+        ``events`` is emptied once encoded: the events read back from their lines take their place (a start that opens
+        a review for each of 80 agents holds ~7 MB of evidence as dicts: not twice). Call under
+        :attr:`_review_lock`."""
         if not events:
             return []
         encoded = [ev.encode(e) for e in events]
+        events.clear()
         try:
             await run_in(self.executors.ingest, safefile.append, self._config.state_root, REVIEWS_FILE,
                          b"".join(line for line, _ in encoded))
@@ -133,8 +136,9 @@ class Reviewing(Watching):
             todo = due(now, self.queue, self._firing)
             failed: set[Key] = set()
             if todo:
-                failing = await run_in(self.executors.model, self._failing, todo)
-                opened = ev.openings(todo, self.queue, snap.at, failing, at_start=self._firing is None)
+                # The evidence is referenced from the openings alone: _append_reviews lets it go once written.
+                opened = ev.openings(todo, self.queue, snap.at, await run_in(self.executors.model, self._failing, todo),
+                                     at_start=self._firing is None)
                 try:
                     await self._append_reviews(opened)
                 except OSError:
