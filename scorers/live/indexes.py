@@ -278,27 +278,29 @@ class Indexing(ModelState):
         holds no reference to itself: the daemon freezes it out of the garbage collector)."""
         return CurrentChecks(self.latest_checks, self.at, self.config.scoring.check_max_age)
 
-    def agent_decisions_between(self, agent: str, after: datetime, until: datetime) -> Sequence[Event]:
-        """The agent's decisions with ``after < ts ≤ until`` (and ≤ T), in (ts, read order)."""
+    def _decision_slots(self, agent: str, after: datetime, until: datetime) -> Sequence[int]:
+        """The slots of the agent's decisions with ``after < ts ≤ until`` (and ≤ T), in key order."""
         a = self._agents.get(agent)
         if a is None:
             return ()
+        lo, hi = a.between(to_us(after), to_us(min(until, self.at)), self._table.ts)
+        return a.events[lo:hi]
+
+    def agent_decisions_between(self, agent: str, after: datetime, until: datetime) -> Sequence[Event]:
+        """The agent's decisions with ``after < ts ≤ until`` (and ≤ T), in (ts, read order)."""
         t = self._table
-        lo, hi = a.between(to_us(after), to_us(min(until, self.at)), t.ts)
-        return [t.event(s) for s in a.events[lo:hi]]
+        return [t.event(s) for s in self._decision_slots(agent, after, until)]
 
     def thread_decisions_between(self, agent: str, thread: str | None, after: datetime,
                                  until: datetime) -> Sequence[Event]:
         """:meth:`agent_decisions_between` in ``thread`` only (None: those with no thread), an Event made only for
         those (a reply window holds dozens of the agent's decisions, seldom more than one of the thread)."""
-        a = self._agents.get(agent)
         t = self._table
         k = 0 if thread is None else t.threads.find(thread)
-        if a is None or k == EMPTY:
+        if k == EMPTY:
             return ()
-        lo, hi = a.between(to_us(after), to_us(min(until, self.at)), t.ts)
         column = t.thread
-        return [t.event(s) for s in a.events[lo:hi] if column[s] == k]
+        return [t.event(s) for s in self._decision_slots(agent, after, until) if column[s] == k]
 
     def state_change_between(self, after: datetime, until: datetime) -> bool:
         """True iff a visible state-change event has ``after < ts ≤ until``."""
