@@ -32,6 +32,9 @@ Anchor = tuple[datetime | None, tuple[int, int, int, int]]
 Outcomes = tuple[tuple[int, ...], datetime, tuple[Anchor | None, ...]]
 
 
+#: An anchor's (passed, counted, pending, false gaps) when its outcome is a bare —.
+ADDS_NOTHING = (0, 0, 0, 0)
+
 #: One agent's work in a rebuild: its decisions' outcomes in order, and the filings (by position) of those filed
 #: anywhere (see :data:`~scorers.live.indexes.Filing`; most are not).
 Worked = tuple[Sequence[Outcomes], Sequence[tuple[int, Filing]]]
@@ -56,6 +59,9 @@ Split = Callable[[list[str], list[int], Callable[[Sequence[str]], list[Worked]]]
 #: decisions' counts to one difference of prefixes. The prefixes cost 8 bytes per column per block (at 64, 2.4 MB of
 #: the bench's 961k decisions; the sums at either end stay well under a millisecond at 128).
 BLOCK = 128
+#: A rebuild's Events are made this many decisions at a time (:meth:`~scorers.live.table.Table.events`): in one pass
+#: for the times' conversion, a few hundred kilobytes held at once whatever the agent's size.
+EVENTS_AT_ONCE = 1024
 
 
 class Summing(Indexing):
@@ -64,20 +70,20 @@ class Summing(Indexing):
     def _reevaluate(self, s: int, a: Agent, i: int) -> None:
         """Run the rules for the decision ``s`` (at ``a.events[i]``) and keep its counts and when they stop being
         valid."""
-        self._apply(s, a, i, self._outcomes(s, a, i))
+        self._apply(s, a, i, self._outcomes(s, a, i, self._table.event(s)))
 
-    def _outcomes(self, s: int, a: Agent, i: int, e: Event | None = None) -> Outcomes:
-        """What the rules say of the decision ``s`` (at ``a.events[i]``; ``e``: its Event, when made already), for
-        :meth:`_apply`; reads the model, changes nothing of it (so the decisions of different agents can be worked out
-        apart: see :meth:`rerun_all`)."""
+    def _outcomes(self, s: int, a: Agent, i: int, e: Event) -> Outcomes:
+        """What the rules say of the decision ``s`` (at ``a.events[i]``; ``e``: its Event), for :meth:`_apply`; reads
+        the model, changes nothing of it (so the decisions of different agents can be worked out apart: see
+        :meth:`rerun_all`)."""
         plan = self.plan
-        if e is None:
-            e = self._table.event(s)
         counts = [0] * plan.columns
         gaps = plan.false_gaps
         until = NEVER
         for evaluate, s, valid_until, false_gap in plan.plain:
             o = evaluate(e, self, NO_WIDTH)
+            if o is NOT_APPLICABLE:  # (most rules of most decisions): nothing counted, nothing pending
+                continue
             mark, _, passed, counted = o
             counts[s], counts[s + 1] = passed, counted
             if mark == PENDING:  # Outcome.pending, read once per rule of every decision: without its call
@@ -85,7 +91,7 @@ class Summing(Indexing):
                 t = valid_until(e, o, self)
                 if t is not None and t < until:
                     until = t
-            if false_gap is not None and o is not NOT_APPLICABLE and false_gap(o):
+            if false_gap is not None and false_gap(o):
                 counts[gaps] += 1
         citations = e.citations
         if plan.checks and citations:  # a check stops being current as it ages
@@ -97,6 +103,9 @@ class Summing(Indexing):
         anchors: list[Anchor | None] = []
         for (reaches_back, s, valid_until, false_gap), an in zip(plan.anchored, a.anchored, strict=True):
             o, t = reaches_back(e, self)
+            if o is NOT_APPLICABLE:  # a bare — adds nothing, kept as below (nor is it a false gap, as above)
+                anchors.append((None, ADDS_NOTHING) if an.held[i] else None)
+                continue
             mark, _, passed, counted = o
             undecided = int(mark == PENDING)
             gap = 1 if false_gap is not None and false_gap(o) else 0
@@ -175,13 +184,14 @@ class Summing(Indexing):
 
     def _work(self, a: Agent) -> Worked:
         """The outcomes of ``a``'s decisions and their filings (one Event each); reads the model, changes nothing."""
-        t, outcomes, filings = self._table, [], []
-        for k, s in enumerate(a.events):
-            e = t.event(s)
-            outcomes.append(self._outcomes(s, a, k, e))
-            filing = self._filing(e)
-            if filing != NO_FILING:
-                filings.append((k, filing))
+        t, outcomes, filings, events = self._table, [], [], a.events
+        for start in range(0, len(events), EVENTS_AT_ONCE):
+            chunk = events[start:start + EVENTS_AT_ONCE]
+            for k, (s, e) in enumerate(zip(chunk, t.events(chunk), strict=True), start):
+                outcomes.append(self._outcomes(s, a, k, e))
+                filing = self._filing(e)
+                if filing != NO_FILING:
+                    filings.append((k, filing))
         return outcomes, filings
 
     def _work_of(self, names: Sequence[str]) -> list[Worked]:

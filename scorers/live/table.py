@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, cast
 from collectors.citations import Citation
 from collectors.jsonl import from_json_list
 from collectors.records import Event, Order
-from collectors.rfc3339 import from_us, to_us
+from collectors.rfc3339 import from_us, from_us_many, to_us
 from scorers.live.columns import NO_SHAPE, Columns
 from scorers.live.ids import Ids, Texts
 from scorers.live.records import Vocabulary, reduce_text
@@ -476,6 +476,28 @@ class Table:
             made.clear()
         made[slot] = e
         return e
+
+    def events(self, slots: Sequence[int]) -> list[Event]:
+        """``[self.event(s) for s in slots]`` made in one pass, their times together (a rebuild's rules make one for
+        every decision, in order); the last of them kept as :meth:`event` keeps what it makes."""
+        sources, shapes, cited, citations = self.sources.values, self.shapes.values, self.cited, self.citations.values
+        source_at, shape_at, line_at, thread_at, ts = self.source, self.shape, self.line, self.thread, self.ts
+        ids, thread_text = self.ids, self.threads.ids.text
+        stems, stem_at, number, bytes_of = ids.stems, ids.stem, ids.at, ids.bytes_of
+        out = []
+        for s, when in zip(slots, from_us_many([ts[s] for s in slots]), strict=True):
+            agent, kind, path = sources[source_at[s]]
+            text, prompt, reason, alternatives, subject, corrects, generation = shapes[shape_at[s]]
+            stem, thread = stem_at[s], thread_at[s]
+            out.append(_new_event(Event, (f"{stems[stem]}{number[s]}" if stem else bytes_of(s).decode(), when, agent,
+                                          kind, path, line_at[s] or None, thread_text(thread) if thread else None,
+                                          text, citations[cited[s]], prompt, reason, alternatives, subject, corrects,
+                                          generation)))
+        made = self._made  # kept as event() keeps them: a rule asks for its decision's neighbours again
+        if len(made) + min(len(out), MADE_HELD) > MADE_HELD:
+            made.clear()
+        made.update(zip(slots[-MADE_HELD:], out[-MADE_HELD:], strict=True))
+        return out
 
     def forget_made(self) -> None:
         """Let go of the Events kept (see :meth:`event`)."""

@@ -1,6 +1,6 @@
 """The records as the live model holds them (scorers/live/table.py): a slot reads as the event it stands for, field by
-field; slots let go are given again and their ids' bytes compacted away; the ids' index answers as a dict would; and
-a model holds no Python object per record."""
+field, one at a time or many in one pass; slots let go are given again and their ids' bytes compacted away; the ids'
+index answers as a dict would; and a model holds no Python object per record."""
 
 from __future__ import annotations
 
@@ -59,6 +59,8 @@ def test_a_slot_reads_as_its_event_and_slots_let_go_are_given_again(records: lis
         assert table.event(s) == _as_held(e)
         assert (table.id(s), table.time(s), table.order(s)) == (e.id, e.ts, e.order)
         assert table.is_decision(s) == (e.line is None or e.kind in DECISIONS)
+    table.forget_made()
+    assert table.events(slots) == [_as_held(e) for e in records]  # made in one pass, as one by one
     gone = data.draw(st.sets(st.sampled_from(slots))) if slots else set()
     for s in gone:
         table.release(s)
@@ -71,6 +73,7 @@ def test_a_slot_reads_as_its_event_and_slots_let_go_are_given_again(records: lis
     table.forget_made()
     for s, e in kept:
         assert table.event(s) == _as_held(e)
+    assert table.events([s for s, _ in kept]) == [_as_held(e) for _, e in kept]
     copy = pickle.loads(pickle.dumps(table))
     assert [copy.event(s) for s, _ in kept] == [_as_held(e) for _, e in kept]
 
