@@ -36,6 +36,7 @@ from typing import Any
 
 from collectors.rfc3339 import from_us, to_us
 from daemon import forking
+from scorers.live.agents import NONE
 from scorers.live.base import NEVER
 from scorers.live.sums import Anchor, Outcomes, Worked
 
@@ -256,3 +257,28 @@ class _Decoded(Sequence[Outcomes]):
 
     def __iter__(self) -> Iterator[Outcomes]:
         return self.columns.outcomes(self.start, self.n)
+
+    # --- as a Packed (scorers/live/sums.py): kept by the model without an Outcomes tuple per decision
+
+    def counts(self) -> tuple[Sequence[tuple[int, ...]], Sequence[int]]:
+        """The distinct counts, and per decision the position of its own among them."""
+        c = self.columns
+        return c.table, c.counts[self.start:self.start + self.n]
+
+    def expiries(self) -> Iterator[tuple[int, int]]:
+        """(position, microseconds) of each decision whose outcomes stop being valid at a time, in order."""
+        c, start = self.columns, self.start
+        at = c.until_at
+        for u in range(bisect.bisect_left(at, start), bisect.bisect_left(at, start + self.n)):
+            yield at[u] - start, c.until[u]
+
+    def anchors(self) -> Iterator[tuple[int, int, int, tuple[int, int, int, int]]]:
+        """(position, anchored rule, the time the window must hold: microseconds or NONE, what it adds) of each
+        anchor that is not None, in order."""
+        c = self.columns
+        width, at = c.width, c.anchor_at
+        lo = self.start * width
+        for x in range(bisect.bisect_left(at, lo), bisect.bisect_left(at, lo + self.n * width)):
+            k, j = divmod(at[x] - lo, width)
+            t = c.times[x]
+            yield k, j, NONE if t == _NO_TIME else t, c.contributions[c.added[x]]

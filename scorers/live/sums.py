@@ -13,9 +13,9 @@ import bisect
 import heapq
 import itertools
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from collectors.records import Event
 from collectors.rfc3339 import to_us
@@ -38,6 +38,22 @@ ADDS_NOTHING = (0, 0, 0, 0)
 #: One agent's work in a rebuild: its decisions' outcomes in order, and the filings (by position) of those filed
 #: anywhere (see :data:`~scorers.live.indexes.Filing`; most are not).
 Worked = tuple[Sequence[Outcomes], Sequence[tuple[int, Filing]]]
+
+
+@runtime_checkable
+class Packed(Protocol):
+    """A helper's outcomes of one agent's decisions as columns (daemon/coldsplit.py), kept as they are
+    (:meth:`Summing._take`) rather than as an :data:`Outcomes` tuple per decision."""
+
+    def counts(self) -> tuple[Sequence[tuple[int, ...]], Sequence[int]]:
+        """The distinct counts, and per decision the position of its own among them."""
+
+    def expiries(self) -> Iterator[tuple[int, int]]:
+        """(position, microseconds) of each decision whose outcomes stop being valid at a time, in order."""
+
+    def anchors(self) -> Iterator[tuple[int, int, int, tuple[int, int, int, int]]]:
+        """(position, anchored rule, the time the window must hold: microseconds or NONE, what it adds) of each
+        anchor that is not None, in order."""
 
 
 class Helper(Protocol):
@@ -177,7 +193,10 @@ class Summing(Indexing):
     def _take(self, a: Agent, worked: Worked) -> None:
         """Keep ``worked`` as ``a``'s: its outcomes applied, its decisions filed."""
         outcomes, filings = worked
-        self._apply_all(a, outcomes)
+        if isinstance(outcomes, Packed):
+            self._hold_packed(a, outcomes)
+        else:
+            self._apply_all(a, outcomes)
         for k, filing in filings:
             self._file(a.events[k], filing)
         self.evaluated += len(a.events)
@@ -202,6 +221,20 @@ class Summing(Indexing):
         """:meth:`_apply` for every decision of ``a`` in order (a rebuild), the agent marked changed once."""
         for i, (s, o) in enumerate(zip(a.events, outcomes, strict=True)):
             self._hold(s, a, i, o)
+        self._changed(a, 0)
+
+    def _hold_packed(self, a: Agent, packed: Packed) -> None:
+        """:meth:`_apply_all` of outcomes held as columns: each distinct counts' position found once (in the order
+        of first use, as one by one), the rest copied across; the same model as one by one."""
+        table, positions = packed.counts()
+        index = {k: self._count_index(table[k]) for k in dict.fromkeys(positions)}
+        a.counts[:] = array(a.counts.typecode, map(index.__getitem__, positions))  # (widened above, if it had to be)
+        events, expiry, seq = a.events, self._expiry, self._seq
+        for i, us in packed.expiries():
+            heapq.heappush(expiry, (us, next(seq), events[i]))
+        t, anchored, merged = self._table, a.anchored, a.merged
+        for i, j, us, added in packed.anchors():
+            anchored[j].set(t, events[i], i, us, self._contribution_index(added), merged)
         self._changed(a, 0)
 
     def _changed(self, a: Agent, i: int) -> None:

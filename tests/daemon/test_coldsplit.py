@@ -14,12 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.records import Event
+from collectors.rfc3339 import to_us
 from daemon import coldsplit
 from daemon.config import Config, GitHub
 from daemon.modelkeeper import LiveFeed
 from scorers.live import LiveModel
+from scorers.live.agents import NONE
 from scorers.live.base import NEVER
-from scorers.live.sums import Outcomes
+from scorers.live.sums import Outcomes, Packed
 from scorers.score import to_json
 from tests.helpers import T0, ev, label
 
@@ -43,6 +45,17 @@ def test_the_columns_give_back_the_outcomes_written(worked: list[tuple[list[Outc
     assert list(decoded) == names
     assert [(list(decoded[n][0]), list(decoded[n][1])) for n in names] == worked
     assert [[decoded[n][0][k] for k in range(len(decoded[n][0]))] for n in names] == [o for o, _ in worked]
+    for name, (outcomes, _) in zip(names, worked, strict=True):  # read as columns, as the model keeps them
+        packed = decoded[name][0]
+        assert isinstance(packed, Packed)
+        table, positions = packed.counts()
+        assert [table[k] for k in positions] == [counts for counts, _, _ in outcomes]
+        assert list(packed.expiries()) == [(k, to_us(until)) for k, (_, until, _) in enumerate(outcomes)
+                                           if until != NEVER]
+        assert list(packed.anchors()) == [(k, j, NONE if t is None else to_us(t), added)
+                                          for k, (_, _, held) in enumerate(outcomes)
+                                          for j, anchor in enumerate(held) if anchor is not None
+                                          for t, added in [anchor]]
 
 
 def _events() -> list[Event]:
