@@ -478,22 +478,18 @@ class Table:
         return e
 
     def events(self, slots: Sequence[int]) -> list[Event]:
-        """``[self.event(s) for s in slots]`` made in one pass, their times together (a rebuild's rules make one for
-        every decision, in order); the last of them kept as :meth:`event` keeps what it makes."""
-        sources, shapes, cited, citations = self.sources.values, self.shapes.values, self.cited, self.citations.values
+        """:meth:`event` for each of ``slots``, made in one pass (their times made at once); the last ones kept."""
+        sources, shapes, cited, cites = self.sources.values, self.shapes.values, self.cited, self.citations.values
         source_at, shape_at, line_at, thread_at, ts = self.source, self.shape, self.line, self.thread, self.ts
-        ids, thread_text = self.ids, self.threads.ids.text
-        stems, stem_at, number, bytes_of = ids.stems, ids.stem, ids.at, ids.bytes_of
-        out = []
+        stems, stem_at, number, bytes_of = self.ids.stems, self.ids.stem, self.ids.at, self.ids.bytes_of
+        thread_of, made, out = self.threads.ids.text, self._made, []
         for s, when in zip(slots, from_us_many([ts[s] for s in slots]), strict=True):
             agent, kind, path = sources[source_at[s]]
-            text, prompt, reason, alternatives, subject, corrects, generation = shapes[shape_at[s]]
+            text, prompt, reason, alts, subject, corrects, generation = shapes[shape_at[s]]
             stem, thread = stem_at[s], thread_at[s]
             out.append(_new_event(Event, (f"{stems[stem]}{number[s]}" if stem else bytes_of(s).decode(), when, agent,
-                                          kind, path, line_at[s] or None, thread_text(thread) if thread else None,
-                                          text, citations[cited[s]], prompt, reason, alternatives, subject, corrects,
-                                          generation)))
-        made = self._made  # kept as event() keeps them: a rule asks for its decision's neighbours again
+                                          kind, path, line_at[s] or None, thread_of(thread) if thread else None, text,
+                                          cites[cited[s]], prompt, reason, alts, subject, corrects, generation)))
         if len(made) + min(len(out), MADE_HELD) > MADE_HELD:
             made.clear()
         made.update(zip(slots[-MADE_HELD:], out[-MADE_HELD:], strict=True))
