@@ -24,10 +24,11 @@ from scorers.live.base import SLOTS, ModelState
 from scorers.live.ids import EMPTY
 from scorers.lookups import CurrentChecks, FileState
 
-#: Where a decision is filed besides its agent's indexes: the keys of the paths it names (spec 3.4's P, canonical) and
-#: whether a signal selects it. Only the model's invalidation reads those maps, never a rule.
-Filing = tuple[tuple[str, ...], bool]
-NO_FILING: Filing = ((), False)
+#: Where a decision is filed besides its place among its agent's decisions and prompts: the keys of the paths it names
+#: (spec 3.4's P, canonical), whether a signal selects it, and the follow-up rules waiting for a later decision to
+#: decide it (by position in the plan's ``follow_ups``). Only the model's invalidation reads those, never a rule.
+Filing = tuple[tuple[str, ...], bool, tuple[int, ...]]
+NO_FILING: Filing = ((), False, ())
 
 
 class Indexing(ModelState):
@@ -62,14 +63,14 @@ class Indexing(ModelState):
         labelled = self._label_columns.visible(e.id) if plan.replies else None
         if labelled is not None:
             a.set_labelled(s, self._label_columns.latest(labelled))
-        for (_, _, awaits), waiting in zip(plan.follow_ups, a.awaiting, strict=True):
-            if awaits is None or awaits(e, self):
-                insert(waiting, s, t)
         key = self._prompt_key(e.prompt)
         if key is not None:
             bisect.insort(self._prompted_times, us)
             insert(self._prompts.setdefault((e.agent, key), array(SLOTS)), s, t)
-        self._index_paths(s, e, add=True)
+        filing = self._filing(e)
+        self._file(s, filing)
+        for j in filing[2]:
+            insert(a.awaiting[j], s, t)
         if not self._bulk:  # a rebuild marks them all at once (_all_dirty)
             self._dirty.add(s)
             self._touch_neighbours(s, e, a)
@@ -78,10 +79,11 @@ class Indexing(ModelState):
         """:meth:`_index` in a rebuild (``_bulk``), for the decisions of ``agent`` winning their ids, in key order
         (:meth:`~scorers.live.table.Table.in_key_order`), none indexed yet: they go into the agent's indexes at
         once, no search, into the times of prompted decisions unsorted (the rebuild sorts them once), and into the path
-        and signal maps later, with the rules (:meth:`~scorers.live.sums.Summing.rerun_all`). No prefix sum is dropped:
+        and signal maps and the follow-ups' waits later, with the rules (:meth:`~scorers.live.sums.Summing.rerun_all`:
+        from the Event made for those). No prefix sum is dropped:
         the rebuild's agents hold none yet (their first sums come after the rules ran for every decision).
         ``prompt_keys``: the prompt key of each shape of the table, by position."""
-        t, plan = self._table, self.plan
+        t = self._table
         a = self._agents.get(agent)
         if a is None:
             a = self._agent(agent)
@@ -90,15 +92,6 @@ class Indexing(ModelState):
         a.counts.extend(array(a.counts.typecode, [0]) * len(slots))
         for an in a.anchored:
             an.held.extend(bytes(len(slots)))
-        kinds = plan.awaited_kinds
-        sources, source_at = t.sources.values, t.source
-        if plan.follow_ups:  # (no label is filed yet: a rebuild files them after its records, _show_label)
-            for s in slots:
-                if kinds is None or sources[source_at[s]].kind in kinds:
-                    e = t.event(s)
-                    for (_, _, awaits), waiting in zip(plan.follow_ups, a.awaiting, strict=True):
-                        if awaits is None or awaits(e, self):
-                            waiting.append(s)
         shape_at, ts, prompted = t.shape, t.ts, self._prompted_times
         for s in slots:
             key = prompt_keys[shape_at[s]]
@@ -142,7 +135,7 @@ class Indexing(ModelState):
             del group[j]  # its successor: _touch_neighbours
             if not group:
                 del self._prompts[(e.agent, key)]
-        self._index_paths(s, e, add=False)
+        self._unfile(s, e)
         self._dirty.discard(s)
         self._touch_neighbours(s, e, a)
         if not a.events:
@@ -159,10 +152,8 @@ class Indexing(ModelState):
         paths = paths_of(e)  # (most name none)
         return dict.fromkeys(map(self._path_key, paths)) if paths else {}
 
-    def _index_paths(self, s: int, e: Event, *, add: bool) -> None:
-        if add:
-            self._file(s, self._filing(e))
-            return
+    def _unfile(self, s: int, e: Event) -> None:
+        """Take the decision ``s`` (the Event ``e``) out of the path and signal maps (its agent's waits go with it)."""
         plan = self.plan
         if plan.by_path:
             for key in self._path_keys(e):
@@ -182,14 +173,19 @@ class Indexing(ModelState):
         it (a rebuild's helper works them out apart: see :meth:`~scorers.live.sums.Summing.rerun_all`)."""
         plan = self.plan
         keys = tuple(self._path_keys(e)) if plan.by_path else ()
+        kinds = plan.awaited_kinds
+        waits = () if not plan.follow_ups or (kinds is not None and e.kind not in kinds) else tuple(
+            j for j, (_, _, awaits) in enumerate(plan.follow_ups) if awaits is None or awaits(e, self))
+        claims = False
         for selects in plan.signals:
             if selects(e, self):
-                return keys, True
-        return (keys, False) if keys else NO_FILING
+                claims = True
+                break
+        return (keys, claims, waits) if keys or claims or waits else NO_FILING
 
     def _file(self, s: int, filing: Filing) -> None:
-        """File the decision ``s`` as :meth:`_filing` said."""
-        keys, claims = filing
+        """File the decision ``s`` by path and signal as :meth:`_filing` said (its waits are its agent's)."""
+        keys, claims, _ = filing
         for key in keys:
             bucket = self._by_path.get(key)
             if bucket is None:

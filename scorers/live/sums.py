@@ -159,13 +159,15 @@ class Summing(Indexing):
         outcomes elsewhere (another process, with a copy of this model) from the first agent on: this model works out
         and keeps agents from the last one back, keeping between two of its own what the helper sent, until the two
         meet; then the helper is stopped. An agent whose work the helper got wrong in number is worked out here. The
-        decisions are filed by path and signal with their rules, from the Event made for those (see
+        decisions are filed by path, signal and follow-up wait with their rules, from the Event made for those (see
         :meth:`~scorers.live.indexes.Indexing._filing`): on either side, one Event per decision."""
         names = list(self._agents)
         helper = None if split is None else split(names, [len(self._agents[n].events) for n in names],
                                                   self._work_of)
         self.evaluated = 0
         self._by_path, self._signal_claims = {}, array(SLOTS)  # filed afresh, agent by agent
+        for a in self._agents.values():  # and so are the follow-ups' waits
+            a.awaiting = tuple(array(SLOTS) for _ in a.awaiting)
         sent, last = 0, len(names)  # names[:sent] kept from the helper, names[last:] worked out here
         try:
             while sent < last:
@@ -197,8 +199,12 @@ class Summing(Indexing):
             self._hold_packed(a, outcomes)
         else:
             self._apply_all(a, outcomes)
+        events, awaiting = a.events, a.awaiting
         for k, filing in filings:
-            self._file(a.events[k], filing)
+            s = events[k]
+            self._file(s, filing)
+            for j in filing[2]:  # appended: the filings come in the agent's (ts, read) order
+                awaiting[j].append(s)
         self.evaluated += len(a.events)
 
     def _work(self, a: Agent) -> Worked:

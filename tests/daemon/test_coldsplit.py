@@ -32,7 +32,9 @@ anchors = st.none() | st.tuples(times, st.tuples(*(st.integers(0, 3),) * 4))
 
 
 filings = st.lists(st.tuples(st.integers(0, 5), st.tuples(st.lists(st.text(max_size=3), max_size=2).map(tuple),
-                                                             st.booleans())), max_size=3)
+                                                             st.booleans(),
+                                                             st.lists(st.integers(0, 1), max_size=2).map(tuple))),
+                   max_size=3)
 
 
 @settings(max_examples=200, deadline=None)
@@ -92,7 +94,8 @@ def _state(model: LiveModel) -> dict[str, Any]:
         return [model._contributions[c] for c in an.contributions]
 
     return {"agents": {n: ([model._counts[c] for c in a.counts],
-                           [(an.held, an.needs, contributions(an)) for an in a.anchored])
+                           [(an.held, an.needs, contributions(an)) for an in a.anchored],
+                           [[model._table.order(s) for s in waiting] for waiting in a.awaiting])
                        for n, a in model._agents.items()},
             "expiry": sorted((until, model._table.order(s)) for until, _, s in model._expiry),
             "by_path": {k: sorted(model._table.order(s) for s in b) for k, b in model._by_path.items()},
@@ -107,8 +110,9 @@ def test_a_forked_child_works_out_half_the_outcomes_and_the_model_keeps_what_one
     apart = _model()
     assert {n: to_json(w) for n, w in apart.evaluate(T0, split=split).items()} == expected
     assert _state(apart) == _state(one_pass)
-    assert one_pass._expiry  # the columns carried expiries and anchors both
+    assert one_pass._expiry  # the columns carried expiries and anchors both, and the filings follow-up waits
     assert any(an.decisions for a in one_pass._agents.values() for an in a.anchored)
+    assert any(w for a in one_pass._agents.values() for w in a.awaiting)
 
 
 def _all_sent(child: coldsplit.Child | None) -> list[Any]:
