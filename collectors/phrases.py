@@ -37,7 +37,11 @@ def first_match(text: str, phrases: Iterable[str]) -> str | None:
     """The first phrase (in the given order) that matches ``text``, or None."""
     if not text:
         return None  # only an empty phrase could occur in it, and an empty phrase matches nothing
-    ordered = tuple(phrases)
+    return _first_match(text, tuple(phrases))
+
+
+@lru_cache(maxsize=1024)
+def _first_match(text: str, ordered: tuple[str, ...]) -> str | None:
     any_pattern = _any_pattern(ordered)
     if any_pattern is None:
         return None
