@@ -234,9 +234,9 @@ class IdIndex:
                 w = table[i]
                 if w == EMPTY:
                     table[i], tags[i] = slot, tag
-                    self.count += 1
                     room -= 1
                     if room < 0:
+                        self.count = int(self.grow * size) - room  # (counted from room, not at each insert)
                         self._grow()
                         table, tags, size = self.slots, self.tags, self.size
                         room = int(self.grow * size) - self.count
@@ -247,6 +247,7 @@ class IdIndex:
                 i += 1
                 if i == size:
                     i = 0
+        self.count = int(self.grow * size) - room
         return found
 
     def _take(self, i: int, key: bytes, slot: int) -> None:
