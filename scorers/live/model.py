@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -197,22 +198,22 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
         # What each record's source says of it, read per source once (Table.kind, .agent, .is_decision per record).
         sources = t.sources.values
         states = bytes(source.kind in self._state_kinds for source in sources)
-        agents = [source.agent for source in sources]
-        by_agent: dict[str, array[int]] = {}
+        by_source = [array(SLOTS) for _ in sources]  # then by agent: a list's item is found for less than a dict's
         state, ts, source_at, line, decides = array("q"), t.ts, t.source, t.line, t.decides
         for s in self._winner.values():
             k = source_at[s]
             if states[k]:
                 state.append(ts[s])
-            if line[s] == 0 or decides[k]:
-                agent = agents[k]
-                held = by_agent.get(agent)
-                if held is None:
-                    held = by_agent[agent] = array(SLOTS)
-                held.append(s)
+            if decides[k] or line[s] == 0:
+                by_source[k].append(s)
+        by_agent: dict[str, list[array[int]]] = {}
+        for source, held in zip(sources, by_source, strict=True):
+            if held:
+                by_agent.setdefault(source.agent, []).append(held)
+        del by_source
         prompt_keys = [self._prompt_key(shape.prompt) for shape in t.shapes.values]  # per shape, not per record
         for agent in sorted(by_agent):
-            self._index_agent(agent, t.in_key_order(by_agent.pop(agent)), prompt_keys)
+            self._index_agent(agent, t.in_key_order(itertools.chain.from_iterable(by_agent.pop(agent))), prompt_keys)
         self._state_times = array("q", sorted(state))
         self._prompted_times = array("q", sorted(self._prompted_times))
 
