@@ -445,8 +445,7 @@ class Table:
     def in_key_order(self, slots: Iterable[int]) -> list[int]:
         """``slots`` sorted by :meth:`key`: by time, then each run of one time by the whole key (a key made for each
         of a million slots costs more than the sort)."""
-        ts = self.ts
-        out = sorted(slots)  # slots are given mostly in time order: by number first, the sort by time is then quick
+        ts, out = self.ts, sorted(slots)  # (by number first: slots come nearly in time order, the next sort is quick)
         out.sort(key=ts.__getitem__)
         k, n = 0, len(out)
         while k < n:
