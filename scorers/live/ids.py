@@ -235,8 +235,7 @@ class IdIndex:
                 if w == EMPTY:
                     table[i], tags[i] = slot, tag
                     room -= 1
-                    if room < 0:
-                        self.count = int(self.grow * size) - room  # (counted from room, not at each insert)
+                    if room < 0:  # (the growth counts the table's entries afresh)
                         self._grow()
                         table, tags, size = self.slots, self.tags, self.size
                         room = int(self.grow * size) - self.count
@@ -247,7 +246,7 @@ class IdIndex:
                 i += 1
                 if i == size:
                     i = 0
-        self.count = int(self.grow * size) - room
+        self.count = int(self.grow * size) - room  # counted from the room left, not at each insert
         return found
 
     def _take(self, i: int, key: bytes, slot: int) -> None:
