@@ -575,6 +575,26 @@ def _hold_write_lock(db: Path, held: threading.Event, release: threading.Event) 
         conn.close()
 
 
+async def _lock_out(d: Daemon, then: Callable[[], None]) -> tuple[asyncio.Task[None], threading.Event]:
+    """Another writer takes the store's write lock, then ``then()`` runs; returns the holder and its release.
+
+    Both happen while the daemon's own store lock is held: no pass is inside a write when the other writer takes its
+    lock (a trailing pass caught there would wait out busy_timeout and fail, and a file event during it would wait
+    for the next one), and a pass that starts afterwards starts after ``then()``.
+    """
+    assert d.lock is not None
+    held, release = threading.Event(), threading.Event()
+    async with d.lock:
+        holder = asyncio.create_task(asyncio.to_thread(_hold_write_lock, d.config.db_path, held, release))
+        try:
+            assert await asyncio.to_thread(held.wait, DEADLINE)
+            then()
+        except BaseException:
+            release.set()
+            raise
+    return holder, release
+
+
 def test_a_long_reader_and_a_locked_writer_do_not_lose_writes(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -620,12 +640,12 @@ def test_a_long_reader_and_a_locked_writer_do_not_lose_writes(
             assert _events(d) == 40_010
             # 3. Another writer holds the write lock while a batch is due: the pass waits for it (busy_timeout, 5 s),
             # the loop answers meanwhile, and the batch is written once the lock is let go.
-            held, release = threading.Event(), threading.Event()
-            holder = asyncio.create_task(asyncio.to_thread(_hold_write_lock, db, held, release))
-            try:
-                assert await asyncio.to_thread(held.wait, DEADLINE)
+            def append_after_the_last_pass() -> None:
                 passes.clear()
                 _append(log, _lines("ada", 40_010, 100))
+
+            holder, release = await _lock_out(d, append_after_the_last_pass)
+            try:
                 await _until(passes.is_set, "the pass that must wait")
                 status, _ = await asyncio.to_thread(_get, d.port, "/healthz")  # not blocked by the waiting pass
                 await asyncio.sleep(1.0)  # the stimulus: the lock kept a while, well inside busy_timeout
@@ -637,16 +657,13 @@ def test_a_long_reader_and_a_locked_writer_do_not_lose_writes(
             assert status == 200 and "store write failed" not in caplog.text
             # 4. Held past busy_timeout: the batch fails, the path stays pending, the next event retries it. The lock
             # is let go only once the refusal is logged, however long the pass took to get there.
-            held, release = threading.Event(), threading.Event()
-            holder = asyncio.create_task(asyncio.to_thread(_hold_write_lock, db, held, release))
+            holder, release = await _lock_out(d, lambda: _append(log, _lines("ada", 40_110, 100)))
             try:
-                assert await asyncio.to_thread(held.wait, DEADLINE)
-                _append(log, _lines("ada", 40_110, 100))
                 await _until(lambda: "store write failed" in caplog.text, "the refused batch")
+                assert _events(d) == 40_110  # the refused batch left nothing (read while the lock is still held)
             finally:
                 release.set()
             await holder
-            assert _events(d) == 40_110
             _append(log, _lines("ada", 40_210, 1))  # agents keep writing: the next flush retries the path
             await _until(lambda: _events(d) == 40_211, "the retried batch")
             assert d.store_full == 0  # locked is not full
