@@ -26,6 +26,9 @@ class Gate:
         self._lock = threading.Lock()
         self._reads = 0  # reads begun; the one holding the lock is number _reads
         self._gave_up_on = -1  # the read a COMMIT last stopped waiting for
+        #: COMMITs that went ahead without the gate, while a read held it: each may have left its checkpoint cut short
+        #: (the WAL grows by that transaction instead of starting over).
+        self.ungated = 0
 
     @contextmanager
     def reading(self) -> Iterator[None]:
@@ -43,6 +46,7 @@ class Gate:
             held = self._lock.acquire(timeout=GATE_WAIT_S)
         if not held:
             self._gave_up_on = self._reads
+            self.ungated += 1
         try:
             yield
         finally:

@@ -61,7 +61,9 @@ def _wal_after_rounds(tmp_path: Path, gate: Gate | None) -> tuple[int, int]:
 
 
 def test_a_gated_reader_lets_every_commit_checkpoint_so_the_wal_starts_over(tmp_path: Path) -> None:
-    gated, round_bytes = _wal_after_rounds(tmp_path / "gated", Gate())
+    gate = Gate()
+    gated, round_bytes = _wal_after_rounds(tmp_path / "gated", gate)
+    assert gate.ungated == 0  # every COMMIT waited for the reader's snapshot to end
     ungated, _ = _wal_after_rounds(tmp_path / "ungated", None)
     print(f"\nWAL after {ROUNDS} rounds of {round_bytes / 1e3:.0f} kB: {gated / 1e3:.0f} kB gated,"
           f" {ungated / 1e3:.0f} kB ungated")
@@ -101,6 +103,7 @@ def test_a_commit_waits_for_a_stuck_reader_only_so_long_and_once(
         thread.join()
     assert not gate.locked()  # and the writer did not release what it never held
     assert waits[0] >= 0.3 and waits[1] < 0.3 and waits[2] < 0.3, waits
+    assert gate.ungated == 3  # each went ahead without the gate
     done = threading.Event()
     thread = _reader_holding(reader, done, 30)  # a new read: waited for once more
     try:
@@ -108,5 +111,7 @@ def test_a_commit_waits_for_a_stuck_reader_only_so_long_and_once(
     finally:
         done.set()
         thread.join()
-        reader.close()
-        writer.close()
+    assert gate.ungated == 4
+    assert commit_timed() < 0.3 and gate.ungated == 4  # no read: the COMMIT holds the gate
+    reader.close()
+    writer.close()
