@@ -6,7 +6,9 @@ refuses what is not its payload or not its token."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -41,11 +43,24 @@ def _state(tmp: Path) -> Path:
     return root
 
 
-def slip(root: Path, agent: str = "zoe", start: int = 100, n: int = 20) -> datetime:
-    """Append ``n`` uncited decisions of ``agent``; returns the time of the first."""
-    first = datetime.now(UTC)
-    with (root / "heartbeats" / f"{agent}.jsonl").open("a") as f:
-        f.write("".join(_line(agent, start + i, first + timedelta(milliseconds=i), False) for i in range(n)))
+def slip(root: Path, agent: str = "zoe", start: int = 100, n: int = 20, *, held: Running | None = None) -> datetime:
+    """Append ``n`` uncited decisions of ``agent``, a millisecond apart up to now (none later than an evaluation that
+    reads them: one in its future would not count yet); returns the time of the first.
+
+    ``held``: a daemon stopped (SIGSTOP) while the lines are written, so that it reads them all at once. A pass may
+    otherwise read a write half done (a regular file's reader can), and the review then opens, rightly, on the part
+    it read: the figures it records would be those of that part.
+    """
+    first = datetime.now(UTC) - timedelta(milliseconds=n)
+    text = "".join(_line(agent, start + i, first + timedelta(milliseconds=i), False) for i in range(n))
+    if held is not None:
+        os.kill(held.proc.pid, signal.SIGSTOP)
+    try:
+        with (root / "heartbeats" / f"{agent}.jsonl").open("a") as f:
+            f.write(text)
+    finally:
+        if held is not None:
+            os.kill(held.proc.pid, signal.SIGCONT)
     return first
 
 
@@ -83,7 +98,7 @@ def test_a_slip_opens_a_review_labels_count_a_restart_keeps_it_and_a_reviewer_cl
     config = write_config(tmp_path / "config.toml")
     with daemon(tmp_path, root, config=config, env=ENV) as d:
         assert reviews(d) == [] and d.metric("honesty_review_oldest_open_age_seconds") == 0
-        slip(root)
+        slip(root, held=d)  # its figures are checked exactly below
         [opened] = wait_for(lambda: reviews(d, "open"), 15, "zoe's review to open")
         assert (opened["agent"], opened["reason"], opened["state"], opened["by"]) == ("zoe", "below", "open",
                                                                                       "honestyd")
