@@ -77,6 +77,7 @@ class DaemonState:
         self._pending_scan_unobserved = False
         self._flush_handle: asyncio.TimerHandle | None = None
         self._flush_task: asyncio.Task[None] | None = None
+        self._changed_during_pass = False  # a file event came while the pass under way ran (see _flush_then_next)
         self._rescore_dirty = False
         self._rescoring = 0  # evaluations running (the startup one and the scheduler's job)
         self.poller = LogPoller(self._config.state_root)

@@ -156,6 +156,7 @@ class Watching(Evaluations):
         ``settled``: the change was found by the log poller, which looks only once a debounce: it has waited its
         debounce already, and a pass may start at once.
         """
+        self._changed_during_pass |= self._flush_task is not None
         if rel is None:
             self.full_rescan_pending = True
         else:
@@ -183,6 +184,7 @@ class Watching(Evaluations):
 
     def _start_flush(self) -> None:
         self._flush_handle = None
+        self._changed_during_pass = False
         self._flush_task = asyncio.get_running_loop().create_task(self._flush_then_next())
 
     async def _flush_then_next(self) -> None:
@@ -191,8 +193,9 @@ class Watching(Evaluations):
         finally:
             self._flush_task = None
             # Not while the store refuses writes, or is gone: then the next file event or rescan retries (see _flush).
-            if (self.pending or self.full_rescan_pending) and self._store_failing_since is None \
-                    and not self._recovering:
+            # A file event that came while this pass ran is such an event: it found the pass under way and waited.
+            refused = self._store_failing_since is not None and not self._changed_during_pass
+            if (self.pending or self.full_rescan_pending) and not refused and not self._recovering:
                 # A debounce's gap for the evaluation of this pass; the poller's next look (a debounce apart, see
                 # _on_path) brings it forward when logs have grown meanwhile.
                 self._schedule_flush(self._config.daemon.debounce)

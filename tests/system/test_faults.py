@@ -685,6 +685,48 @@ def test_a_long_reader_and_a_locked_writer_do_not_lose_writes(
     assert got["truncated"] == 0 and got["reused"] < (0.4 + 0.25 * got["ungated"]) * got["held"]
 
 
+def test_a_file_event_during_a_refused_pass_is_retried_after_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass the store refuses (another writer holds its lock past busy_timeout) is retried at the next file event.
+    An event that came while the pass waited is such an event: its lines are in once the lock goes, with no other
+    event and no rescan (an hour here), not left waiting for whatever comes next."""
+    caplog.set_level(logging.INFO)
+    root, db, log = _one_log(tmp_path, 10)
+    passes = threading.Event()  # set by each pass over named paths as it starts (in the ingest thread)
+    real = app_module.Ingester.ingest_paths
+
+    def told(self: app_module.Ingester, paths: list[str], *, observed: bool = True) -> object:
+        passes.set()
+        return real(self, paths, observed=observed)
+
+    monkeypatch.setattr(app_module.Ingester, "ingest_paths", told)
+    rel = "heartbeats/ada.jsonl"
+
+    def appended() -> None:
+        passes.clear()
+        _append(log, _lines("ada", 10, 5))
+
+    async def scenario() -> float:
+        async with _serving(_config(root, db, rescan=3600)) as d:
+            await _until(lambda: _events(d) == 10, "the first 10")
+            holder, release = await _lock_out(d, appended)
+            try:
+                await _until(passes.is_set, "the pass that will be refused")
+                _append(log, _lines("ada", 15, 5))
+                await _until(lambda: rel in d.pending or "store write failed" in caplog.text, "the second event")
+                assert "store write failed" not in caplog.text, "the event came after the pass: this proves nothing"
+                await _until(lambda: "store write failed" in caplog.text, "the refused pass")
+                assert _events(d) == 10
+            finally:
+                release.set()
+            await holder
+            return await _until(lambda: _events(d) == 20, "both appends, with no event after the refusal")
+
+    took = asyncio.run(scenario())
+    print(f"\nthe lines behind a refused pass were in {took:.2f} s after the lock was let go")
+
+
 def test_slow_passes_do_not_queue_and_evaluations_keep_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A pass slower than the debounce: file events during it wait for one next pass (no queue of passes on the
     store lock, which kept every evaluation waiting behind all of them), and /metrics catches up once writes stop.
