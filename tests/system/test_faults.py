@@ -595,13 +595,9 @@ async def _lock_out(d: Daemon, then: Callable[[], None]) -> tuple[asyncio.Task[N
     return holder, release
 
 
-def test_a_long_reader_and_a_locked_writer_do_not_lose_writes(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    caplog.set_level(logging.INFO)
-    root, db, log = _one_log(tmp_path, 10)
-    wal = Path(f"{db}-wal")
-    passes = threading.Event()  # set by each pass over named paths as it starts (in the ingest thread)
+def _passes_told(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """An event set by each pass over named paths as it starts (in the ingest thread)."""
+    passes = threading.Event()
     real = app_module.Ingester.ingest_paths
 
     def told(self: app_module.Ingester, paths: list[str], *, observed: bool = True) -> object:
@@ -609,6 +605,16 @@ def test_a_long_reader_and_a_locked_writer_do_not_lose_writes(
         return real(self, paths, observed=observed)
 
     monkeypatch.setattr(app_module.Ingester, "ingest_paths", told)
+    return passes
+
+
+def test_a_long_reader_and_a_locked_writer_do_not_lose_writes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caplog.set_level(logging.INFO)
+    root, db, log = _one_log(tmp_path, 10)
+    wal = Path(f"{db}-wal")
+    passes = _passes_told(monkeypatch)
 
     async def scenario() -> dict[str, float]:
         async with _serving(_config(root, db, rescan=3600)) as d:
@@ -693,14 +699,7 @@ def test_a_file_event_during_a_refused_pass_is_retried_after_it(
     event and no rescan (an hour here), not left waiting for whatever comes next."""
     caplog.set_level(logging.INFO)
     root, db, log = _one_log(tmp_path, 10)
-    passes = threading.Event()  # set by each pass over named paths as it starts (in the ingest thread)
-    real = app_module.Ingester.ingest_paths
-
-    def told(self: app_module.Ingester, paths: list[str], *, observed: bool = True) -> object:
-        passes.set()
-        return real(self, paths, observed=observed)
-
-    monkeypatch.setattr(app_module.Ingester, "ingest_paths", told)
+    passes = _passes_told(monkeypatch)
     rel = "heartbeats/ada.jsonl"
 
     def appended() -> None:
