@@ -23,8 +23,9 @@ does for heartbeats): a line read twice (a log rewritten, a second reader) is on
 from __future__ import annotations
 
 import hashlib
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -62,6 +63,69 @@ class ReviewEvent(NamedTuple):
     path: str
     line: int
     generation: int = 0
+
+
+#: The fields :func:`packed` holds as a :class:`Listed` when they are lists longer than :data:`PACK_FROM`: an
+#: opening's failing decisions. Only those: every reader of an event's other fields takes their values as they are.
+PACKED = ("failed",)
+PACK_FROM = 16
+
+
+class Listed(Sequence[Any]):
+    """A long list among an event's fields, held as its compact JSON text and decoded each time it is read.
+
+    An opening lists up to a few hundred failing decisions, each an object of five fields: ~600 bytes as Python dicts
+    and strings, ~150 as text. The queue keeps every event it folds, and a start that opens a review for each of 80
+    agents held ~7 MB of them at once. ``ids``: the ``id`` strings of the entries that are objects (what a review's
+    progress counts), kept decoded. Equal to a list with the same items."""
+
+    __slots__ = ("_length", "ids", "text")
+
+    def __init__(self, items: Sequence[Any]) -> None:
+        self.text = json.dumps(items, ensure_ascii=False, separators=(",", ":"))
+        self._length = len(items)
+        self.ids = tuple(d["id"] for d in items if isinstance(d, dict) and isinstance(d.get("id"), str))
+
+    def items(self) -> list[Any]:
+        """The list, decoded afresh."""
+        items: list[Any] = json.loads(self.text)
+        return items
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.items()[index]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.items())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Listed):
+            return self.text == other.text
+        return isinstance(other, list) and self.items() == other
+
+    __hash__ = None  # type: ignore[assignment]  # (as a list's)
+
+    def __repr__(self) -> str:
+        return f"Listed({self.items()!r})"
+
+
+def packed(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with its :data:`PACKED` fields that are lists longer than :data:`PACK_FROM` made a :class:`Listed`
+    (in place)."""
+    for key in PACKED:
+        value = data.get(key)
+        if isinstance(value, list) and len(value) > PACK_FROM:
+            data[key] = Listed(value)
+    return data
+
+
+def listed(value: object) -> Sequence[Any]:
+    """An event field read as a list: the list, or a :class:`Listed`'s items; ``[]`` for anything else."""
+    if isinstance(value, Listed):
+        return value.items()
+    return value if isinstance(value, list) else []
 
 
 def valid_review_id(text: object) -> bool:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from collectors.reviews import ReviewEvent, parse_review_event
+from collectors.reviews import ReviewEvent, packed, parse_review_event
 from collectors.rfc3339 import parse_ts
 from daemon import safefile
 from daemon.app.watching import Watching
@@ -76,9 +76,9 @@ class Reviewing(Watching):
 
     async def _append_reviews(self, events: list[dict[str, Any]]) -> list[ReviewEvent]:
         """Append ``events`` in one write and apply them as pending; raises OSError (logged) when the file is refused.
-        ``events`` is emptied once encoded: the events read back from their lines take their place (a start that opens
-        a review for each of 80 agents holds ~7 MB of evidence as dicts: not twice). Call under
-        :attr:`_review_lock`."""
+        ``events`` is emptied once encoded: the events read back from their lines take their place, their evidence
+        held as text as the store gives it (:func:`~collectors.reviews.packed`; a start that opens a review for each of
+        80 agents held ~7 MB of it as dicts). Call under :attr:`_review_lock`."""
         if not events:
             return []
         encoded = [ev.encode(e) for e in events]
@@ -94,6 +94,7 @@ class Reviewing(Watching):
             parsed = parse_review_event(line[:-1], REVIEWS_FILE, _PENDING_LINE + self._pending_seq)
             self._pending_seq += 1
             assert isinstance(parsed, ReviewEvent), parsed  # built by daemon/reviews/events.py: always valid
+            parsed = parsed._replace(data=packed(dict(parsed.data)))
             self._review_pending[parsed.id] = parsed
             written.append(parsed)
         self._refold()

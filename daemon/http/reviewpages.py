@@ -19,7 +19,7 @@ from typing import Any
 import jinja2
 
 from collectors.records import Label, Order
-from collectors.reviews import ReviewEvent
+from collectors.reviews import ReviewEvent, listed
 from collectors.rfc3339 import TimestampError, parse_ts
 from daemon.http.pages import ANONYMOUS, Viewer, band, score_text
 from daemon.http.rows import HEADS, RowView, bare_row, row_views
@@ -135,8 +135,7 @@ def evidence_rows(review: Review, live: AgentResult | None, texts: Mapping[Order
     result with its audit rows, in the review's window) has it; ``labels`` every stored label on them."""
     by_id = {r.decision.id: r for r in live.rows} if live is not None else {}
     failed = review.evidence.get("failed")
-    entries = [d for d in failed if isinstance(d, Mapping) and isinstance(d.get("id"), str)] \
-        if isinstance(failed, list) else []
+    entries = [d for d in listed(failed) if isinstance(d, Mapping) and isinstance(d.get("id"), str)]
     seen: set[str] = set()
     out = []
     for entry in entries:

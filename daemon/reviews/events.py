@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from collectors.reviews import event_id
+from collectors.reviews import Listed, event_id
 from collectors.rfc3339 import format_ts
 from daemon.changelog.markdown import points
 from daemon.http.urls import agent_href
@@ -56,12 +56,13 @@ def reason_words(c: Condition, since: datetime, *, at_start: bool = False) -> st
 
 
 #: What an opening lists of the window's failing decisions: (the listed ones, how many failed in all).
-Failed = tuple[list[dict[str, Any]], int]
+Failed = tuple[Sequence[dict[str, Any]], int]
 
 
 def failed_rows(audited: AgentResult) -> Failed:
     """(the listed failing decisions, how many failed in all): each decision of the window that failed a component,
-    newest first, within :data:`MAX_FAILED` and :data:`FAILED_BYTES`."""
+    newest first, within :data:`MAX_FAILED` and :data:`FAILED_BYTES`. Listed as text (a :class:`Listed`): a start
+    below the threshold opens a review for each agent at once, whose lists held as dicts together took ~7 MB."""
     rows = []
     for row in sorted(audited.rows, key=lambda r: (r.decision.ts, r.decision.order), reverse=True):
         failed = [c for c in COMPONENTS if row.outcomes[c].counted > row.outcomes[c].passed]
@@ -76,7 +77,7 @@ def failed_rows(audited: AgentResult) -> Failed:
         if size > FAILED_BYTES:
             break
         listed.append(entry)
-    return listed, len(rows)
+    return Listed(listed), len(rows)
 
 
 def _score(result: AgentResult | None, window: str | None) -> dict[str, Any] | None:
@@ -124,8 +125,15 @@ def alerting(review: str, at: datetime, alertname: str, status: str, fingerprint
 
 def encode(event: Mapping[str, Any]) -> tuple[bytes, str]:
     """(the line to append, the event's id): the id a reader gives the line (collectors/reviews.py)."""
-    body = json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    body = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=_items).encode("utf-8")
     return body + b"\n", event_id(body)
+
+
+def _items(value: object) -> list[Any]:
+    """A :class:`Listed` as JSON encodes it: the list it holds (the same text as the list's)."""
+    if isinstance(value, Listed):
+        return value.items()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def openings(due: Sequence[Condition], queue: Queue, at: datetime, failed: Mapping[Key, Failed | None], *,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from collectors.reviews import ReviewEvent
+from collectors.reviews import Listed, ReviewEvent, listed
 
 
 class ReviewRefused(Exception):
@@ -74,9 +74,10 @@ class Review:
 
     def failed_ids(self) -> list[str]:
         """The ids of the decisions the evidence lists (those that failed a component in the window)."""
-        failed = self.evidence.get("failed", [])
-        return [d["id"] for d in failed if isinstance(d, dict) and isinstance(d.get("id"), str)] \
-            if isinstance(failed, list) else []
+        failed = self.evidence.get("failed")
+        if isinstance(failed, Listed):  # (as the store gives it: kept as text, with its ids)
+            return list(failed.ids)
+        return [d["id"] for d in listed(failed) if isinstance(d, dict) and isinstance(d.get("id"), str)]
 
     def progress(self) -> tuple[int, int]:
         """(labelled, listed): how many of the evidence's decisions a reviewer has labelled."""

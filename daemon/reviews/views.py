@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
-from collectors.reviews import ReviewEvent
+from collectors.reviews import ReviewEvent, listed
 from collectors.rfc3339 import format_ts
 from daemon.changelog.entries import Entry
 from daemon.changelog.markdown import key_part, md_code, md_text, utc, utc_stamp
@@ -67,7 +67,7 @@ def detail(review: Review, now: datetime) -> dict[str, Any]:
     alerts recorded and the history of its events."""
     ev = review.evidence
     failed = []
-    for d in ev.get("failed", []) if isinstance(ev.get("failed"), list) else []:
+    for d in listed(ev.get("failed")):
         label = review.labels.get(str(d.get("id"))) if isinstance(d, dict) else None
         failed.append({**d, "label": None if label is None else
                        {"value": label.value, "reviewer": label.reviewer, "at": format_ts(label.at)}})

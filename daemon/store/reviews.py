@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from collectors.reviews import ReviewEvent
+from collectors.reviews import ReviewEvent, packed
 from collectors.rfc3339 import from_us, to_us
 from daemon.store.queries import Queries
 
@@ -25,11 +25,12 @@ class ReviewRows(Queries):
 
     def review_events_after(self, rowid: int) -> list[tuple[int, ReviewEvent]]:
         """(rowid, event) of the review events stored after ``rowid``, in rowid order; [] for a store an older
-        honestyd wrote (opened read-only, so never migrated: it has no review events)."""
+        honestyd wrote (opened read-only, so never migrated: it has no review events). Long lists among their fields
+        (an opening's evidence) are held as text (:func:`~collectors.reviews.packed`): the daemon keeps them all."""
         if "review_events" not in self.tables():
             return []
         return [
-            (r[0], ReviewEvent(r[4], from_us(r[5]), r[6], r[7], json.loads(r[8]), r[1], r[3], r[2]))
+            (r[0], ReviewEvent(r[4], from_us(r[5]), r[6], r[7], packed(json.loads(r[8])), r[1], r[3], r[2]))
             for r in self.conn.execute(
                 "SELECT rowid, path, generation, line, id, ts_us, review, event, body FROM review_events"
                 " WHERE rowid > ? ORDER BY rowid", (rowid,))

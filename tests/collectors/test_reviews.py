@@ -7,7 +7,16 @@ import json
 import pytest
 
 from collectors.records import Reject
-from collectors.reviews import ReviewEvent, event_id, parse_review_event, valid_review_id
+from collectors.reviews import (
+    PACK_FROM,
+    Listed,
+    ReviewEvent,
+    event_id,
+    listed,
+    packed,
+    parse_review_event,
+    valid_review_id,
+)
 
 TS = "2026-05-03T14:02:11Z"
 GOOD = {
@@ -66,3 +75,29 @@ def test_review_ids_are_safe_in_paths_keys_and_shells() -> None:
     assert valid_review_id("r-20260503-3f9a1c0b") and valid_review_id("manual.1")
     for bad in ("", "-x", "a/b", "a b", "a--b", "x" * 81, "é", None, 3):
         assert not valid_review_id(bad), bad
+
+
+def _entries(n: int) -> list[object]:
+    rows: list[object] = [{"id": f"zoe-{k}", "ts": TS, "kind": "dm", "components": ["citation_rate"],
+                           "source": f"heartbeats/zoe.jsonl:{k}"} for k in range(n)]
+    return [*rows, "not an object", {"id": 7}]  # a hand-written line may list anything: kept, and no id of its own
+
+
+def test_packed_holds_a_long_failed_list_as_text_equal_to_the_list() -> None:
+    entries = _entries(40)
+    data = packed({"agent": "zoe", "failed": json.loads(json.dumps(entries)), "why": ["a"] * 40})
+    failed = data["failed"]
+    assert isinstance(failed, Listed)
+    assert failed == entries and entries == failed and len(failed) == 42
+    assert list(failed) == entries and failed[3] == entries[3] and failed[-1] == {"id": 7}
+    assert failed.ids == tuple(f"zoe-{k}" for k in range(40))
+    assert json.loads(failed.text) == entries and ", " not in failed.text  # compact
+    assert data["why"] == ["a"] * 40 and type(data["why"]) is list  # only the failing decisions are packed
+    assert listed(failed) == entries and listed(entries) == entries and listed("text") == [] and listed(None) == []
+    assert failed != entries[:-1] and failed != "text"
+
+
+def test_packed_leaves_a_short_failed_list_as_it_is() -> None:
+    short = _entries(PACK_FROM - 2)
+    data = packed({"failed": list(short)})
+    assert type(data["failed"]) is list and data["failed"] == short

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from collectors.reviews import ReviewEvent, parse_review_event
+import pytest
+
+from collectors.reviews import Listed, ReviewEvent, parse_review_event
 from daemon.config import Config, GitHub
 from daemon.reviews import events
 from daemon.reviews.events import FAILED_BYTES, MAX_FAILED, encode, failed_rows, opening
@@ -36,3 +38,16 @@ def test_an_event_line_reads_back_as_the_same_event_with_the_same_id() -> None:
     assert isinstance(parsed, ReviewEvent) and parsed.id == eid and parsed.data["why"].startswith("dropped")
     assert events.review_id("zoe", "below", T0) != events.review_id("zoe", "drop", T0)
     assert events.review_id("zoe", "below", T0).startswith("r-20260601-")
+
+
+def test_evidence_listed_as_text_encodes_as_the_list_would() -> None:
+    """failed_rows gives a Listed (held as text until written): its line, and so its id, are the list's."""
+    many = [ev(f"zoë-{i}", T0 - timedelta(seconds=i), agent="zoe") for i in range(30)]
+    listed, _ = failed_rows(evaluate(records(*many), T0, "24h", CFG).agents["zoe"])
+    assert isinstance(listed, Listed)
+    as_list = list(listed)
+    assert as_list[0]["id"] == "zoë-0" and len(as_list) == 30
+    packed_line = encode(opening("r-1", T0, {"agent": "zoe", "reason": "below", "failed": listed}))
+    assert packed_line == encode(opening("r-1", T0, {"agent": "zoe", "reason": "below", "failed": as_list}))
+    with pytest.raises(TypeError, match="set is not JSON serializable"):
+        encode({"failed": {1}})

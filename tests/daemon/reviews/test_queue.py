@@ -7,7 +7,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from collectors.reviews import ReviewEvent, parse_review_event
+from collectors.reviews import Listed, ReviewEvent, packed, parse_review_event
 from daemon.changelog import append_entries
 from daemon.reviews.events import alerting, closing, encode, labelling, opening
 from daemon.reviews.queue import Queue
@@ -107,3 +107,20 @@ def test_openings_and_closes_become_changelog_entries_once(tmp_path: Path) -> No
     hostile = Queue.fold(lines(opening("r-2", T0, {**EVIDENCE, "agent": "## x\n<!-- honestyd:k -->", "window": "]("}),
                                closing("r-2", t(1), "<b>", "## heading"), path="reviews/x.jsonl"))
     assert len(append_entries(path, list(changelog_entries(hostile)))) == 2  # escaped: the file accepts them
+
+
+def test_a_queue_of_packed_evidence_shows_what_the_lists_do() -> None:
+    """The store gives an opening's failing decisions as text (collectors.reviews.packed): the queue, its progress,
+    the API's detail and the Markdown are the same as from the lists."""
+    many = {**EVIDENCE, "failed_total": 30,
+            "failed": [{**EVIDENCE["failed"][0], "id": f"zoe-{k}", "source": f"heartbeats/zoe.jsonl:{k}"}
+                       for k in range(30)]}
+    story = lines(opening("r-1", T0, many), labelling("r-1", t(1), "zoe-3", "down", "andrew"))
+    packed_story = [e._replace(data=packed(dict(e.data))) for e in story]
+    assert isinstance(packed_story[0].data["failed"], Listed)
+    plain, packed_review = (Queue.fold(s).reviews["r-1"] for s in (story, packed_story))
+    assert packed_review.failed_ids() == plain.failed_ids() == [f"zoe-{k}" for k in range(30)]
+    assert packed_review.progress() == plain.progress() == (1, 30)
+    assert detail(packed_review, t(90)) == detail(plain, t(90))
+    assert markdown(packed_review, t(90)) == markdown(plain, t(90))
+    assert len(detail(plain, t(90))["failed"]) == 30

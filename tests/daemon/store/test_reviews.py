@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from collectors.batch import scan_state
+from collectors.reviews import Listed
 from daemon.config import Config
 from daemon.ingest import Ingester
 from daemon.reviews.events import closing, encode
@@ -66,6 +67,19 @@ def test_a_rewritten_review_file_is_read_again_but_folds_into_the_same_queue(tmp
     [review] = Queue.fold(events).reviews.values()
     assert [e.event for e in review.history] == ["opened", "closed"]  # the opening read twice is one event
 
+
+
+def test_a_long_evidence_list_is_read_back_as_text_equal_to_it(tmp_path: Path) -> None:
+    """What the daemon keeps of each stored opening (the queue folds them all): its failing decisions as text."""
+    root, db = tmp_path / "state", tmp_path / "db.sqlite"
+    failed = [{"id": f"zoe-{k}", "ts": "2026-06-01T10:00:00Z", "kind": "dm", "components": ["citation_rate"],
+               "source": f"heartbeats/zoe.jsonl:{k}"} for k in range(50)]
+    _write(root, encode({**OPENED, "failed": failed})[0])
+    with Store.open(db) as store:
+        Ingester(store, root, Config(), clock=lambda: AT).scan()
+        [(_, opened)] = store.review_events_after(0)
+    assert isinstance(opened.data["failed"], Listed) and opened.data["failed"] == failed
+    assert Queue.fold([opened]).reviews["r-1"].failed_ids() == [f"zoe-{k}" for k in range(50)]
 
 def test_batch_mode_reads_nothing_from_review_files(tmp_path: Path) -> None:
     root = tmp_path / "state"
