@@ -148,6 +148,7 @@ class LiveFeed:
                 if reader is not None:
                     coldread.share(reader, marks[0], read_here, keep)
                     log.info("a cold load: %d of its rows read on a second core", reader.rows)
+            self.model.loaded()
             self.marks = marks
 
     @contextmanager

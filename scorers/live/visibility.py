@@ -112,6 +112,12 @@ class Visibility(ModelState):
         for c in chunks:
             self._add(self._table.add_columns(c), lookup)
 
+    def loaded(self) -> None:
+        """A load's records are all in: the table lets go of the index it shared their equal strings by (a dict of
+        each distinct value; the values stay). Records added from here on share theirs among themselves, as after a
+        start from the model cache, which does not keep that index."""
+        self._table.strings = {}
+
     def read_plan(self) -> tuple[Vocabulary | None, frozenset[str]]:
         """What :func:`~scorers.live.columns.columns_of` needs to make rows into columns for this model: its vocabulary
         and its decision kinds."""
