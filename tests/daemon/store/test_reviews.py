@@ -68,7 +68,6 @@ def test_a_rewritten_review_file_is_read_again_but_folds_into_the_same_queue(tmp
     assert [e.event for e in review.history] == ["opened", "closed"]  # the opening read twice is one event
 
 
-
 def test_a_long_evidence_list_is_read_back_as_text_equal_to_it(tmp_path: Path) -> None:
     """What the daemon keeps of each stored opening (the queue folds them all): its failing decisions as text."""
     root, db = tmp_path / "state", tmp_path / "db.sqlite"
@@ -80,6 +79,7 @@ def test_a_long_evidence_list_is_read_back_as_text_equal_to_it(tmp_path: Path) -
         [(_, opened)] = store.review_events_after(0)
     assert isinstance(opened.data["failed"], Listed) and opened.data["failed"] == failed
     assert Queue.fold([opened]).reviews["r-1"].failed_ids() == [f"zoe-{k}" for k in range(50)]
+
 
 def test_batch_mode_reads_nothing_from_review_files(tmp_path: Path) -> None:
     root = tmp_path / "state"
