@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -84,7 +84,7 @@ class Listed(Sequence[Any]):
     def __init__(self, items: Sequence[Any]) -> None:
         self.text = json.dumps(items, ensure_ascii=False, separators=(",", ":"))
         self._length = len(items)
-        self.ids = tuple(d["id"] for d in items if isinstance(d, dict) and isinstance(d.get("id"), str))
+        self.ids = tuple(entry_ids(items))
 
     def items(self) -> list[Any]:
         """The list, decoded afresh."""
@@ -119,6 +119,12 @@ def packed(data: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, list) and len(value) > PACK_FROM:
             data[key] = Listed(value)
     return data
+
+
+def entry_ids(items: Iterable[Any]) -> list[str]:
+    """The ``id`` strings of the entries of a listed field that are objects with one (a hand-written line may list
+    anything)."""
+    return [d["id"] for d in items if isinstance(d, dict) and isinstance(d.get("id"), str)]
 
 
 def listed(value: object) -> Sequence[Any]:

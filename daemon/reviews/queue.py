@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from collectors.reviews import Listed, ReviewEvent, listed
+from collectors.reviews import Listed, ReviewEvent, entry_ids, listed
 
 
 class ReviewRefused(Exception):
@@ -77,7 +77,7 @@ class Review:
         failed = self.evidence.get("failed")
         if isinstance(failed, Listed):  # (as the store gives it: kept as text, with its ids)
             return list(failed.ids)
-        return [d["id"] for d in listed(failed) if isinstance(d, dict) and isinstance(d.get("id"), str)]
+        return entry_ids(listed(failed))
 
     def progress(self) -> tuple[int, int]:
         """(labelled, listed): how many of the evidence's decisions a reviewer has labelled."""
