@@ -158,6 +158,10 @@ class Queue:
         """The open review of (agent, reason), if any (there is at most one: see daemon/reviews/rule.py)."""
         return next((r for r in self.reviews.values() if r.is_open and (r.agent, r.reason) == (agent, reason)), None)
 
+    def keys(self, *, open_only: bool = False) -> set[tuple[str, str]]:
+        """The (agent, reason) of every review, open or closed (``open_only``: of the open ones)."""
+        return {(r.agent, r.reason) for r in self.reviews.values() if r.is_open or not open_only}
+
     def latest_for(self, agent: str, reason: str) -> Review | None:
         """The review of (agent, reason) that opened last, open or closed; None when there never was one."""
         found = [r for r in self.reviews.values() if (r.agent, r.reason) == (agent, reason)]

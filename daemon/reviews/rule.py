@@ -124,12 +124,14 @@ def due(now: Mapping[Key, Condition], queue: Queue, previous: frozenset[Key] | N
     this run, None at the first one after a start.
     """
     out = []
+    opened = queue.keys(open_only=True)  # once, not a walk of the queue per key (hundreds of keys, on the event loop)
+    known = queue.keys() if previous is None else set()
     for key in sorted(now):
-        if queue.open_for(*key) is not None:
+        if key in opened:
             continue  # one at a time: it joins the open one
         if previous is not None:
             if key not in previous:
                 out.append(now[key])
-        elif queue.latest_for(*key) is None and not (key[1] == "drop" and (key[0], "below") in now):
+        elif key not in known and not (key[1] == "drop" and (key[0], "below") in now):
             out.append(now[key])
     return out
