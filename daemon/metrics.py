@@ -338,6 +338,7 @@ def _header(family: Family) -> str:
 
 
 _HEADERS = {family.name: _header(family) for family in DECLARED}
+_HEADER_BYTES = {name: text.encode() for name, text in _HEADERS.items()}
 
 
 class _Lines:
@@ -362,7 +363,7 @@ class _Lines:
 #: The families :func:`agent_samples` writes (those labelled by agent and window), in exposition order.
 _PER_AGENT: tuple[str, ...] = tuple(f.name for f in DECLARED if f.labels in (_W, _C))
 
-AgentLines = tuple[str, ...]  # one agent's lines in one window, by family of _PER_AGENT ("" for none)
+AgentLines = tuple[bytes, ...]  # one agent's lines in one window, by family of _PER_AGENT (b"" for none), encoded
 
 
 class SnapshotRenderer:
@@ -370,8 +371,8 @@ class SnapshotRenderer:
 
     def __init__(self) -> None:
         self._agents: dict[tuple[str, str], tuple[AgentResult, AgentLines]] = {}
-        self._weights: tuple[WeightRows, str] = ((), "")
-        self._labels: tuple[LabelRows, str] = ((), "")
+        self._weights: tuple[WeightRows, bytes] = ((), b"")
+        self._labels: tuple[LabelRows, bytes] = ((), b"")
         #: Per-agent renders the last call did (the others were reused): a figure for tests and the bench.
         self.rendered = 0
 
@@ -394,18 +395,18 @@ class SnapshotRenderer:
         self._agents = kept  # agents gone from the snapshot are forgotten
         agents = [lines for _, lines in kept.values()]
         # Family by family, every agent's lines in window and agent order, taken by C loops, not Python ones.
-        reused: dict[str, Iterable[str]] = {name: map(itemgetter(i), agents) for i, name in enumerate(_PER_AGENT)}
+        reused: dict[str, Iterable[bytes]] = {name: map(itemgetter(i), agents) for i, name in enumerate(_PER_AGENT)}
         rows = weight_rows(snapshot)  # one sample per agent too: written again only when an agent's changes
         if rows != self._weights[0]:
             weights = _Lines()
             weight_samples(weights, rows)
-            self._weights = (rows, "".join(weights.lines["honesty_weights_info"]))
+            self._weights = (rows, "".join(weights.lines["honesty_weights_info"]).encode())
         reused["honesty_weights_info"] = (self._weights[1],)
         labelled = label_rows(snapshot)  # one row per agent: written again only when a count changes
         if labelled != self._labels[0]:
             lines = _Lines()
             label_samples(lines, labelled)
-            self._labels = (labelled, "".join(lines.lines.get("honesty_labels", ())))
+            self._labels = (labelled, "".join(lines.lines.get("honesty_labels", ())).encode())
         reused["honesty_labels"] = (self._labels[1],)
         return self._join([*DECLARED, *fresh.extra.values()], fresh.lines, reused)
 
@@ -413,14 +414,15 @@ class SnapshotRenderer:
     def _agent_lines(window: str, a: AgentResult) -> AgentLines:
         lines = _Lines()
         agent_samples(lines, window, a)
-        return tuple("".join(lines.lines.get(name, ())) for name in _PER_AGENT)
+        return tuple("".join(lines.lines.get(name, ())).encode() for name in _PER_AGENT)
 
     @staticmethod
-    def _join(families: list[Family], fresh: Mapping[str, list[str]], reused: Mapping[str, Iterable[str]]) -> bytes:
-        # One join of the whole body: a family holds either fresh samples or reused ones, never both.
-        parts: list[str] = []
+    def _join(families: list[Family], fresh: Mapping[str, list[str]], reused: Mapping[str, Iterable[bytes]]) -> bytes:
+        # One join of the whole body: a family holds either fresh samples or reused ones, never both. The reused
+        # lines are kept encoded, so a render encodes only what it wrote (the body is megabytes at 1,000 agents).
+        parts: list[bytes] = []
         for family in families:
-            parts.append(_HEADERS.get(family.name) or _header(family))
-            parts.extend(fresh.get(family.name, ()))
+            parts.append(_HEADER_BYTES.get(family.name) or _header(family).encode())
+            parts.append("".join(fresh.get(family.name, ())).encode())
             parts.extend(reused.get(family.name, ()))
-        return "".join(parts).encode("utf-8")
+        return b"".join(parts)
