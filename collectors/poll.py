@@ -50,8 +50,8 @@ class LogPoller:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._seen: dict[str, Signature | None] = {}
-        #: The generations seen of each log since the ingester last took them (see :meth:`take`); the poll runs on
-        #: the event loop and the ingester in a worker thread, hence the lock.
+        #: The generations seen of each log since the ingester last took them (see :meth:`take`); the poll, the event
+        #: loop (tracking) and the ingester run on three threads, hence the lock.
         self._generations: dict[str, list[Sighting]] = {}
         self._moves: dict[str, list[tuple[float, str]]] = {}  # (time.monotonic(), destination) since the last take
         self._lock = threading.Lock()
@@ -68,20 +68,21 @@ class LogPoller:
         between the caller's last read and now waits for another append.
         """
         now = signature(os.path.join(self.root, rel))
-        self._sighted(rel, now)
-        self._seen[rel] = now if seen else None
+        with self._lock:
+            self._sighted(rel, now)
+            self._seen[rel] = now if seen else None
 
     def _sighted(self, rel: str, sig: Signature | None) -> None:
+        """Note a sighting of ``rel``; the caller holds the lock."""
         if sig is None or not sig[1]:
             return
         ino, size, _ = sig
-        with self._lock:
-            generations = self._generations.setdefault(rel, [])
-            last = generations[-1] if generations else None
-            if last is not None and last.ino == ino and size >= last.size:
-                generations[-1] = last._replace(size=size)
-            else:  # another inode at the name, or the same one shorter (truncated, or the inode given to a new file)
-                generations.append(Sighting(ino, size, time.monotonic()))
+        generations = self._generations.setdefault(rel, [])
+        last = generations[-1] if generations else None
+        if last is not None and last.ino == ino and size >= last.size:
+            generations[-1] = last._replace(size=size)
+        else:  # another inode at the name, or the same one shorter (truncated, or the inode given to a new file)
+            generations.append(Sighting(ino, size, time.monotonic()))
 
     def moved(self, rel: str, dest: str) -> None:
         """The watcher saw the tracked log ``rel`` renamed to ``dest`` (an absolute path): a rotation."""
@@ -112,16 +113,22 @@ class LogPoller:
 
         A log that is gone is reported once and then dropped (its removal or rotation is the watcher's news,
         and it is tracked again when it reappears).
+
+        The daemon calls this on a thread of its own while the event loop tracks logs: the stats (one per log) are
+        made without the lock, and a log tracked again meanwhile is left to :meth:`track`, which saw it itself.
         """
+        with self._lock:
+            tracked = list(self._seen.items())
+        looked = [(rel, before, signature(os.path.join(self.root, rel))) for rel, before in tracked]
         found = []
-        for rel, before in list(self._seen.items()):
-            now = signature(os.path.join(self.root, rel))
-            if now == before:
-                continue
-            self._sighted(rel, now)
-            found.append(rel)
-            if now is None:
-                del self._seen[rel]
-            else:
-                self._seen[rel] = now
+        with self._lock:
+            for rel, before, now in looked:
+                if now == before or rel not in self._seen or self._seen[rel] is not before:
+                    continue
+                self._sighted(rel, now)
+                found.append(rel)
+                if now is None:
+                    del self._seen[rel]
+                else:
+                    self._seen[rel] = now
         return sorted(found)

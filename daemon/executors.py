@@ -33,17 +33,21 @@ class Executors:
     is the store writer's (ingest passes, label writes, history and check writes, everything under the store lock;
     SQLite writes one at a time anyway); ``model`` the scoring model's (loads, syncs, evaluations, the model cache,
     changelog writes); ``requests`` HTTP request work (audits, histories, pages; their number is capped by
-    ``[api] max_concurrent_audits``).
+    ``[api] max_concurrent_audits``); ``poll`` the log poller's stats (collectors/poll.py: one per log every
+    debounce, each a system call after which the loop would wait for the GIL again); ``metrics`` the render of a
+    new snapshot's ``/metrics`` body (not behind an audit, nor an evaluation).
     """
 
     ingest: Executor = field(default_factory=_pool(1, "honestyd-ingest"))
     model: Executor = field(default_factory=_pool(1, "honestyd-model"))
     requests: Executor = field(default_factory=_pool(REQUEST_THREADS, "honestyd-http"))
+    poll: Executor = field(default_factory=_pool(1, "honestyd-poll"))
+    metrics: Executor = field(default_factory=_pool(1, "honestyd-metrics"))
 
     def shutdown(self) -> None:
-        """Requests first (HTTP is closed), then the model, then the store writer; work still queued is dropped,
-        and what runs finishes on its own (it cannot be interrupted)."""
-        for executor in (self.requests, self.model, self.ingest):
+        """The poll and HTTP's first (HTTP is closed), then the model, then the store writer; work still queued is
+        dropped, and what runs finishes on its own (it cannot be interrupted)."""
+        for executor in (self.poll, self.metrics, self.requests, self.model, self.ingest):
             executor.shutdown(wait=False, cancel_futures=True)
 
 

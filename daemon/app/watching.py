@@ -141,13 +141,25 @@ class Watching(Evaluations):
                 self.poller.track(cursor.path, seen=False)  # an append since the scan read it is not left waiting
 
     async def _poll_logs(self) -> None:
-        """Every debounce, hand the logs whose size or time changed to the next pass (see collectors/poll.py)."""
+        """Every debounce, hand the logs whose size or time changed to the next pass (see collectors/poll.py).
+
+        The stats run on the poll's own thread: on the loop, hundreds of them a poll kept requests waiting for the
+        GIL after each (docs/performance.md). A stop cancels this task; what the poll in flight found still joins
+        the drain."""
+        loop = asyncio.get_running_loop()
         while not self.should_exit:
             await asyncio.sleep(max(self._config.daemon.debounce, MIN_POLL))
-            self._on_changed_logs()
+            look = loop.run_in_executor(self.executors.poll, self.poller.changed)
+            try:
+                changed = await asyncio.shield(look)
+            except asyncio.CancelledError:
+                self._on_changed_logs(await look)
+                raise
+            self._on_changed_logs(changed)
 
-    def _on_changed_logs(self) -> None:
-        for rel in self.poller.changed():
+    def _on_changed_logs(self, changed: list[str] | None = None) -> None:
+        """Hand ``changed`` (None: the logs that changed by a poll made now, on the loop) to the next pass."""
+        for rel in self.poller.changed() if changed is None else changed:
             self._on_path(rel, settled=True)
 
     def _on_path(self, rel: str | None, *, settled: bool = False) -> None:

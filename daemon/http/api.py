@@ -7,7 +7,10 @@ daemon/http/reviews.py's.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+from concurrent.futures import Executor
 from datetime import datetime
 from typing import Any
 
@@ -24,11 +27,11 @@ from daemon.http.handling import (
     current_snapshot,
     dumps,
     error,
-    json_body,
     json_bytes,
     json_response,
     limited_body,
     off_loop,
+    send_json,
     window_of,
 )
 from daemon.http.urls import agent_href
@@ -45,22 +48,43 @@ class MetricsCache:
     immutable and swapped in whole, so the same snapshot object always renders the same bytes: concurrent scrapes
     of one snapshot share one render (docs/performance.md has what rendering per scrape cost).
     :class:`~daemon.metrics.SnapshotRenderer` re-renders only the agents whose results changed since the last body.
+    With an ``executor`` the render runs there, not on the event loop: a 1,000-agent body takes milliseconds to join,
+    which /healthz and every other request would wait out (more while audits hold the GIL).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, executor: Executor | None = None) -> None:
         from daemon.metrics import SnapshotRenderer
 
-        self.snapshot: Snapshot | None = None
+        self.executor = executor
         self.renderer = SnapshotRenderer()
-        self.rendered: tuple[bytes, str] = (b"", "")
+        #: (snapshot, its body) of the last render; first, a token no backend holds (no snapshot, None, is one).
+        self.latest: tuple[object, bytes] = (object(), b"")
+        self._pending: tuple[Snapshot | None, asyncio.Future[bytes]] | None = None
+        self._lock = threading.Lock()  # the renderer is incremental: one render at a time, whatever the thread
 
-    def get(self, backend: Backend) -> tuple[bytes, str]:
+    def render(self, snap: Snapshot | None) -> bytes:
+        """The body of ``snap`` (any thread)."""
+        with self._lock:
+            if self.latest[0] is not snap:
+                self.latest = (snap, self.renderer.exposition(snap))
+            return self.latest[1]
+
+    async def get(self, backend: Backend) -> tuple[bytes, str]:
+        """The body of the backend's snapshot and its content type: rendered on the executor when it is new, one
+        render shared by the scrapes that ask meanwhile."""
         from daemon.metrics import CONTENT_TYPE
 
         snap = backend.snapshot
-        if snap is None or snap is not self.snapshot:
-            self.rendered, self.snapshot = (self.renderer.exposition(snap), CONTENT_TYPE), snap
-        return self.rendered
+        latest = self.latest
+        if latest[0] is snap:
+            return latest[1], CONTENT_TYPE
+        if self.executor is None:
+            return self.render(snap), CONTENT_TYPE
+        pending = self._pending
+        if pending is None or pending[0] is not snap:
+            pending = (snap, asyncio.get_running_loop().run_in_executor(self.executor, self.render, snap))
+            self._pending = pending
+        return await asyncio.shield(pending[1]), CONTENT_TYPE
 
 
 METRICS_CACHE: web.AppKey[MetricsCache] = web.AppKey("metrics_cache", MetricsCache)
@@ -68,7 +92,7 @@ METRICS_CACHE: web.AppKey[MetricsCache] = web.AppKey("metrics_cache", MetricsCac
 
 async def metrics(request: web.Request) -> web.Response:
     """Prometheus text exposition of the latest snapshot."""
-    body, content_type = request.app[METRICS_CACHE].get(request.app[BACKEND])
+    body, content_type = await request.app[METRICS_CACHE].get(request.app[BACKEND])
     resp = web.Response(body=body)
     resp.headers["Content-Type"] = content_type
     return resp
@@ -111,10 +135,10 @@ async def agent_score(request: web.Request) -> web.Response:
     return json_response({"at": data["at"], "window": result.window, "agent": agent, **data["agents"][agent]})
 
 
-async def agent_audit(request: web.Request) -> web.Response:
+async def agent_audit(request: web.Request) -> web.StreamResponse:
     """The audit of one agent in one window: every decision, every outcome, the arithmetic."""
     a, result, _ = await audited(request)
-    return json_body(await off_loop(request, lambda: _audit_body(a, result)))
+    return await send_json(request, await off_loop(request, lambda: _audit_body(a, result)))
 
 
 def _audit_body(audited: AgentResult, result: WindowResult) -> bytearray:
@@ -133,7 +157,7 @@ def _audit_body(audited: AgentResult, result: WindowResult) -> bytearray:
     return body
 
 
-async def agent_history(request: web.Request) -> web.Response:
+async def agent_history(request: web.Request) -> web.StreamResponse:
     """An agent's daily scores in one window under any weights version (stored counts, re-weighted)."""
     backend = request.app[BACKEND]
     snap = current_snapshot(request)
@@ -154,7 +178,7 @@ async def agent_history(request: web.Request) -> web.Response:
             {"day": p.day.isoformat(), "decisions": p.decisions, "score": p.score, "percent": p.percent,
              "coverage": p.coverage} for p in points]})
 
-    return json_body(await off_loop(request, history_json))
+    return await send_json(request, await off_loop(request, history_json))
 
 
 def is_text(value: str) -> bool:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
+from collectors import poll
 from collectors.poll import LogPoller
 
 
@@ -64,3 +67,28 @@ def test_a_log_tracked_before_it_exists_is_reported_when_it_appears(tmp_path: Pa
     assert poller.changed() == []
     (tmp_path / "late.jsonl").write_text("1\n")
     assert poller.changed() == ["late.jsonl"]
+
+
+def test_a_log_tracked_anew_during_a_poll_is_left_to_track(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon polls on a thread of its own while the event loop tracks logs: a log tracked anew between the poll's
+    stat and its bookkeeping is not reported by the poll (track saw it: a pass is pending for it), and the poll does
+    not put its older look in place of track's."""
+    log = tmp_path / "a.jsonl"
+    log.write_text("1\n")
+    poller = LogPoller(tmp_path)
+    poller.track("a.jsonl")
+    _append(log, "2\n")
+    real = poll.signature
+
+    def racing(path: str) -> poll.Signature | None:
+        looked = real(path)  # the poll's stat sees the second line
+        monkeypatch.setattr(poll, "signature", real)
+        _append(log, "3\n")
+        poller.track("a.jsonl")  # the loop, meanwhile: the file moved and came back, say, and a pass reads it
+        return looked
+
+    monkeypatch.setattr(poll, "signature", racing)
+    assert poller.changed() == []
+    assert poller.changed() == []  # what is seen is track's look (three lines), not the poll's (two)
+    _append(log, "4\n")
+    assert poller.changed() == ["a.jsonl"]

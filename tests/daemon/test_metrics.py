@@ -7,10 +7,14 @@ is linted by the real ``promtool check metrics``, so what is tested is what a sc
 
 from __future__ import annotations
 
+import asyncio
 import math
 import subprocess
+import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -18,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from collectors.records import EvalReport
 from daemon import __version__
 from daemon.config import COMPONENTS, DEFAULT_WEIGHTS, DEFAULT_WEIGHTS_VERSION, Config, GitHub
+from daemon.http.api import MetricsCache
 from daemon.metrics import CONTENT_TYPE, SnapshotRenderer, benchmark_metric, sample_value, short_weight
 from daemon.snapshot import Counters, Snapshot
 from scorers.context import Records
@@ -140,6 +145,34 @@ def test_one_renderer_follows_the_snapshots_it_is_given() -> None:
         == T0.timestamp()
     assert len(_samples(renderer.exposition(None))) == 1
     assert CONTENT_TYPE == "text/plain; version=0.0.4; charset=utf-8"
+
+
+def test_the_cache_renders_a_new_snapshot_once_on_its_executor() -> None:
+    """Scrapes of a new snapshot wait for one render on the executor's thread, not the event loop's; later scrapes of
+    it get the same bytes without a render; the next snapshot is rendered anew."""
+    first, second = _snapshot(), _snapshot(EVALS)
+    backend = SimpleNamespace(snapshot=first)
+    threads: list[str] = []
+    with ThreadPoolExecutor(1, thread_name_prefix="render") as executor:
+        cache = MetricsCache(executor)
+        exposition = cache.renderer.exposition
+
+        def counted(snap: Snapshot | None) -> bytes:
+            threads.append(threading.current_thread().name)
+            return exposition(snap)
+
+        cache.renderer.exposition = counted  # type: ignore[method-assign]
+
+        async def scrapes() -> tuple[list[tuple[bytes, str]], tuple[bytes, str], tuple[bytes, str]]:
+            together = await asyncio.gather(*(cache.get(backend) for _ in range(3)))  # type: ignore[arg-type]
+            again = await cache.get(backend)  # type: ignore[arg-type]
+            backend.snapshot = second
+            return together, again, await cache.get(backend)  # type: ignore[arg-type]
+
+        together, again, after = asyncio.run(scrapes())
+    assert len(threads) == 2 and all(name.startswith("render") for name in threads)
+    assert {body for body, _ in together} == {again[0]} and again == (_scrape(first), CONTENT_TYPE)
+    assert after == (_scrape(second), CONTENT_TYPE) and after[0] != again[0]
 
 
 # --- scores
