@@ -180,7 +180,7 @@ class HttpBackend(Scheduling):
         # included, with only a warning.
         # A thread of its own: the request threads may all be busy already (a test holds them), and this is once.
         key = await asyncio.to_thread(session_key, self._config.db_path.parent, self.environ)
-        app = make_app(self, executor=self.executors.requests, session_key=key, metrics_executor=self.executors.metrics)
+        app = make_app(self, executor=self.executors.requests, session_key=key, metrics=self.metrics_cache)
         runner = web.AppRunner(app, access_log=None, logger=HTTP_LOG, **HTTP_LIMITS)
         await runner.setup()
         # No more connections than the descriptor limit leaves room for (see ConnectionLimit); a failed accept()

@@ -143,8 +143,9 @@ class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicl
         await self._rescore()
         if self.should_exit:
             return
+        self.metrics_cache.prefetch(self._snapshot)  # the first scrape's render (every agent) while HTTP starts
         await self._start_http()
-        self._start_observer(loop)
+        await self._start_observer()
         await self._track_logs()
         self._poll_task = loop.create_task(self._poll_logs())
         self._start_scheduler()

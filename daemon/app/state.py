@@ -23,6 +23,7 @@ from daemon.cachewriter import CacheWrites
 from daemon.config import Config
 from daemon.executors import Executors
 from daemon.gcpolicy import Freezer
+from daemon.http.api import MetricsCache
 from daemon.http.server import ConnectionLimit
 from daemon.ingest import Clock, Ingester, system_clock
 from daemon.limits import HeldBackLog
@@ -53,6 +54,7 @@ class DaemonState:
     ) -> None:
         self.overrides = overrides
         self.executors = executors or Executors()
+        self.metrics_cache = MetricsCache(self.executors.metrics)  # /metrics bodies, rendered on their own thread
         self.config_path = config_path
         self._config = overrides.apply(config)
         self.clock = clock

@@ -110,19 +110,23 @@ class _Watcher(FileSystemEventHandler):
 class Watching(Evaluations):
     """The watcher, the log poller, and the ingest passes they start."""
 
-    def _start_observer(self, loop: asyncio.AbstractEventLoop) -> None:
+    async def _start_observer(self) -> None:
+        """Start the watcher. On a thread: watchdog adds its inotify watches (a walk of the whole state root) in the
+        caller's thread before its own start, which on a large root held the loop, and the first scrapes, for a
+        second (docs/performance.md)."""
         observer = Observer()
-        observer.schedule(_Watcher(self._config.state_root, loop, self._on_path, self.poller.moved),
+        observer.schedule(_Watcher(self._config.state_root, asyncio.get_running_loop(), self._on_path,
+                                   self.poller.moved),
                           str(self._config.state_root),
                           recursive=True, event_filter=list(WATCHED_EVENTS))
         observer.daemon = True
-        observer.start()
+        await asyncio.to_thread(observer.start)
         self.observer = observer
 
     async def _watch_observer(self) -> None:
         if self.observer is not None and not self.observer.is_alive() and not self.should_exit:
             log.error("file watcher thread died; restarting it and rescanning")
-            self._start_observer(asyncio.get_running_loop())
+            await self._start_observer()
             await self._rescan_job()
 
     async def _rescan_job(self) -> None:

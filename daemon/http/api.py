@@ -80,11 +80,21 @@ class MetricsCache:
             return latest[1], CONTENT_TYPE
         if self.executor is None:
             return self.render(snap), CONTENT_TYPE
+        return await asyncio.shield(self._rendering(snap)), CONTENT_TYPE
+
+    def prefetch(self, snap: Snapshot | None) -> None:
+        """Start rendering ``snap`` on the executor (from the event loop) for the scrapes to come: the daemon's start
+        asks for its first snapshot's, every agent's lines, while HTTP and the watcher start. No executor: nothing."""
+        if self.executor is not None and self.latest[0] is not snap:
+            self._rendering(snap)
+
+    def _rendering(self, snap: Snapshot | None) -> asyncio.Future[bytes]:
         pending = self._pending
         if pending is None or pending[0] is not snap:
+            assert self.executor is not None
             pending = (snap, asyncio.get_running_loop().run_in_executor(self.executor, self.render, snap))
             self._pending = pending
-        return await asyncio.shield(pending[1]), CONTENT_TYPE
+        return pending[1]
 
 
 METRICS_CACHE: web.AppKey[MetricsCache] = web.AppKey("metrics_cache", MetricsCache)

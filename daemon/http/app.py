@@ -21,13 +21,13 @@ warnings.filterwarnings("ignore", "It is recommended to use web.RequestKey", web
 
 
 def make_app(backend: Backend, *, executor: Executor | None = None, session_key: bytes | None = None,
-             clock: Callable[[], float] = time.monotonic, metrics_executor: Executor | None = None) -> web.Application:
+             clock: Callable[[], float] = time.monotonic, metrics: api.MetricsCache | None = None) -> web.Application:
     """The aiohttp application with every route; ``executor`` runs the request work (None: the loop's default),
     ``session_key`` encrypts the sign-in cookies (None: a key of this app only), ``clock`` times failed sign-ins,
-    ``metrics_executor`` renders ``/metrics`` bodies (None: on the loop)."""
+    ``metrics`` holds the ``/metrics`` bodies (None: one of this app's, rendered on the loop)."""
     app = web.Application(client_max_size=max(backend.config.api.max_body, 1024))
     app[BACKEND] = backend
-    app[api.METRICS_CACHE] = api.MetricsCache(metrics_executor)
+    app[api.METRICS_CACHE] = metrics if metrics is not None else api.MetricsCache()
     app[EXECUTOR] = executor
     app[SLOTS] = Slots()
     app[signin.LIMITER] = signin.limiter(clock)

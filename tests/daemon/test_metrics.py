@@ -148,8 +148,9 @@ def test_one_renderer_follows_the_snapshots_it_is_given() -> None:
 
 
 def test_the_cache_renders_a_new_snapshot_once_on_its_executor() -> None:
-    """Scrapes of a new snapshot wait for one render on the executor's thread, not the event loop's; later scrapes of
-    it get the same bytes without a render; the next snapshot is rendered anew."""
+    """Scrapes of a new snapshot wait for one render on the executor's thread (asked for ahead or by the first of
+    them), not the event loop's; later scrapes of it get the same bytes without a render; the next snapshot is
+    rendered anew."""
     first, second = _snapshot(), _snapshot(EVALS)
     backend = SimpleNamespace(snapshot=first)
     threads: list[str] = []
@@ -164,6 +165,7 @@ def test_the_cache_renders_a_new_snapshot_once_on_its_executor() -> None:
         cache.renderer.exposition = counted  # type: ignore[method-assign]
 
         async def scrapes() -> tuple[list[tuple[bytes, str]], tuple[bytes, str], tuple[bytes, str]]:
+            cache.prefetch(first)  # as the daemon's start does: the scrapes then wait for that render
             together = await asyncio.gather(*(cache.get(backend) for _ in range(3)))  # type: ignore[arg-type]
             again = await cache.get(backend)  # type: ignore[arg-type]
             backend.snapshot = second
