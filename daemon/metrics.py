@@ -396,16 +396,25 @@ class SnapshotRenderer:
         agents = [lines for _, lines in kept.values()]
         # Family by family, every agent's lines in window and agent order, taken by C loops, not Python ones.
         reused: dict[str, Iterable[bytes]] = {name: map(itemgetter(i), agents) for i, name in enumerate(_PER_AGENT)}
-        rows = weight_rows(snapshot)  # one sample per agent too: written again only when an agent's changes
-        if rows != self._weights[0]:
+        # weight_rows and label_rows of the snapshot, from the agents just walked (window then agent order) rather
+        # than from every window's agents filtered again: the same rows, in a fraction of a render's time.
+        first: dict[str, AgentResult] = {}
+        for (agent, _), (a, _) in kept.items():
+            first.setdefault(agent, a)
+        listed = sorted(first)
+        config = snapshot.config
+        rows = (("", config.weights_active, config.weights_versions[config.weights_active]),
+                *((agent, first[agent].weights_version, first[agent].weights) for agent in listed))
+        if rows != self._weights[0]:  # one sample per agent too: written again only when an agent's changes
             weights = _Lines()
             weight_samples(weights, rows)
             self._weights = (rows, "".join(weights.lines["honesty_weights_info"]).encode())
         reused["honesty_weights_info"] = (self._weights[1],)
-        labelled = label_rows(snapshot)  # one row per agent: written again only when a count changes
+        none = LabelTally()
+        labelled = tuple((agent, (t := snapshot.labels.get(agent, none)).up, t.down) for agent in listed)
         if labelled != self._labels[0]:
             lines = _Lines()
-            label_samples(lines, labelled)
+            label_samples(lines, labelled)  # one row per agent: written again only when a count changes
             self._labels = (labelled, "".join(lines.lines.get("honesty_labels", ())).encode())
         reused["honesty_labels"] = (self._labels[1],)
         return self._join([*DECLARED, *fresh.extra.values()], fresh.lines, reused)
