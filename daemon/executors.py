@@ -45,8 +45,8 @@ class Executors:
     metrics: Executor = field(default_factory=_pool(1, "honestyd-metrics"))
 
     def shutdown(self) -> None:
-        """The poll and HTTP's first (HTTP is closed), then the model, then the store writer; work still queued is
-        dropped, and what runs finishes on its own (it cannot be interrupted)."""
+        """The poll's and HTTP's pools first (HTTP is closed), then the model, then the store writer; work still
+        queued is dropped, and what runs finishes on its own (it cannot be interrupted)."""
         for executor in (self.poll, self.metrics, self.requests, self.model, self.ingest):
             executor.shutdown(wait=False, cancel_futures=True)
 
