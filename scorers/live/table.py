@@ -82,9 +82,16 @@ class _Interned:
         self._reindex(len(self.values))
 
     def _reindex(self, n: int) -> None:
-        self.index: array[int] = array("i", [-1]) * max(8, int(n * _ENTRIES))
-        for k, v in enumerate(self.values):
-            self.index[self._probe(v)[0]] = k
+        size = max(8, int(n * _ENTRIES))
+        index = array("i", [-1]) * size
+        # The values are distinct: each goes to the first free entry from its hash, none compared (a cache's read
+        # makes every table's index again).
+        for k, h in enumerate(map(hash, self.values)):
+            i = h % size
+            while index[i] != -1:
+                i = i + 1 if i + 1 < size else 0
+            index[i] = k
+        self.index: array[int] = index
 
     def _probe(self, value: Any) -> tuple[int, int]:
         """(entry, position) of ``value``, or (the empty entry where it would go, -1)."""
