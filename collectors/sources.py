@@ -8,6 +8,7 @@ A file is routed by the first source glob that matches its path relative to the 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -41,6 +42,12 @@ def source_of(globs: Globs, rel: str) -> str | None:
     """The source the relative path ``rel`` belongs to: the first of :data:`SOURCES` whose glob matches it."""
     found = _router(globs.all()).fullmatch(rel)
     return found.lastgroup if found is not None else None
+
+
+def routes(globs: Globs, paths: Iterable[str]) -> list[str | None]:
+    """:func:`source_of` of each of ``paths``, with the globs' pattern looked up once (a scan routes every file)."""
+    match = _router(globs.all()).fullmatch
+    return [found.lastgroup if (found := match(rel)) is not None else None for rel in paths]
 
 
 @lru_cache(maxsize=16)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from collectors.links import LinkMap, named_entries, other_names
 from collectors.safeopen import read_regular
-from collectors.sources import LOGS
+from collectors.sources import LOGS, routes
 from collectors.statedir import Confinement, FileInfo, link_target, stat_file, walk_tree
 from daemon.config import Config
 from daemon.ingest.documents import Documents
@@ -56,7 +56,7 @@ class Ingester(Documents, LogTailing):
                     self.store.put_links(tree.links)
                 self._links = links
             entries = named_entries(tree.files, links, self._globs())
-            sources = [self.source_of(e.path) for e in entries]
+            sources = routes(self.config.globs, (e.path for e in entries))
             self._logs = {e.canonical for e, source in zip(entries, sources, strict=True) if source in LOGS}
             self._unchanged = unchanged = self._unchanged_paths(
                 [e for e, source in zip(entries, sources, strict=True) if read_whole(source, e.path)])

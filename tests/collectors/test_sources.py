@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.batch import scan_state
-from collectors.sources import LOGS, SOURCES, Globs, source_of
+from collectors.sources import LOGS, SOURCES, Globs, routes, source_of
 from collectors.statedir import glob_match
 from daemon.config import Config
 from daemon.ingest import Ingester
@@ -34,6 +34,13 @@ def test_a_path_goes_to_the_first_source_whose_glob_matches() -> None:
     # honestyd's own review files first: a heartbeats glob that covers them does not read them as heartbeats.
     wide = Globs(heartbeats="*/*.jsonl")
     assert [source_of(wide, p) for p in ("reviews/honestyd.jsonl", "other/x.jsonl")] == ["reviews", "heartbeats"]
+
+
+def test_routing_many_paths_at_once_routes_each_as_one_at_a_time() -> None:
+    paths = ["logs/a.jsonl", "notes/b.md", "evals/c.json", "other/d.txt", "reviews/honestyd.jsonl", "x/y.jsonl"]
+    for globs in (Globs(), Globs(heartbeats="*/*.jsonl"), Globs(briefs="notes/*.md", findings="notes/*.md")):
+        assert routes(globs, iter(paths)) == [source_of(globs, p) for p in paths]
+        assert None in routes(globs, paths) and len({*routes(globs, paths)}) > 2
 
 
 def test_batch_mode_and_the_daemon_read_a_file_two_globs_match_as_the_same_source(tmp_path: Path) -> None:
