@@ -365,14 +365,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run the daemon until SIGTERM/SIGINT; SIGHUP re-reads the config file and keeps the flags."""
     import logging
 
-    from daemon import heap, logescape, logsetup
-    from daemon.app import Daemon, Overrides, file_clock
-    from daemon.ingest import system_clock
+    from collectors import walkahead
+    from daemon import heap
+    from daemon.config import Overrides
 
     heap.settle()  # before the daemon's threads start
-    logescape.configure(logging.INFO, logescape.DAEMON_FORMAT)
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run drowns the journal
-    logsetup.install()  # a line repeated in a flood is written a few times, then counted (daemon/logsetup.py)
     config_path = Path(args.config) if args.config else None
     config = _load_config_or_exit(config_path)
     overrides = Overrides(
@@ -384,8 +381,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     applied = overrides.apply(config)
     cliargs.check("--state" if args.state else "[state] root", cliargs.existing_dir, applied.state_root)
     cliargs.check("--db" if args.db else "[store] path", cliargs.database, applied.db_path)
+    # A large root's catch-up walk runs on the second core while this one imports the daemon (it only reads).
+    walk = walkahead.start(applied.state_root, applied.db_path)
+
+    from daemon import logescape, logsetup
+    from daemon.app import Daemon, file_clock
+    from daemon.ingest import system_clock
+
+    logescape.configure(logging.INFO, logescape.DAEMON_FORMAT)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run drowns the journal
+    logsetup.install()  # a line repeated in a flood is written a few times, then counted (daemon/logsetup.py)
     clock = args.clock_warp or (file_clock(Path(args.clock_file)) if args.clock_file else system_clock)
-    return Daemon(config, config_path=config_path, overrides=overrides, clock=clock).run()
+    return Daemon(config, config_path=config_path, overrides=overrides, clock=clock, walk_ahead=walk).run()
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -459,3 +459,22 @@ def render_config(cfg: Config) -> str:
         if extra is not None:
             lines += extra(cfg)
     return "\n".join(lines[:-1]) + "\n"
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Command-line flags that win over the config file, on start and on every reload."""
+
+    state: Path | None = None
+    db: Path | None = None
+    listen: str | None = None
+
+    def apply(self, config: Config) -> Config:
+        """The config with these flags applied."""
+        if self.state is not None:
+            config = replace(config, state_root=self.state)
+        if self.db is not None:
+            config = replace(config, db_path=self.db)
+        if self.listen is not None:
+            config = replace(config, daemon=replace(config.daemon, listen=self.listen))
+        return config

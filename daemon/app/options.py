@@ -1,34 +1,17 @@
-"""What ``honestyd run`` hands the daemon besides the config file: the flags that override it, and the clocks of the
-test and benchmark hooks (``--clock-file``, ``--clock-warp``; time is a parameter)."""
+"""What ``honestyd run`` hands the daemon besides the config file: the flags that override it (defined with the config,
+which ``honestyd run`` reads before it imports the daemon), and the clocks of the test and benchmark hooks
+(``--clock-file``, ``--clock-warp``; time is a parameter)."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from daemon.config import Config
+from daemon.config import Overrides
 from daemon.ingest import Clock
 
-
-@dataclass(frozen=True)
-class Overrides:
-    """Command-line flags that win over the config file, on start and on every reload."""
-
-    state: Path | None = None
-    db: Path | None = None
-    listen: str | None = None
-
-    def apply(self, config: Config) -> Config:
-        """The config with these flags applied."""
-        if self.state is not None:
-            config = replace(config, state_root=self.state)
-        if self.db is not None:
-            config = replace(config, db_path=self.db)
-        if self.listen is not None:
-            config = replace(config, daemon=replace(config.daemon, listen=self.listen))
-        return config
+__all__ = ["Overrides", "file_clock", "warped_clock"]
 
 
 def warped_clock(origin: datetime, since: float, rate: float) -> Clock:

@@ -110,6 +110,8 @@ class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicl
             self._store_lock = lifecycle.StoreLock.acquire(cfg.db_path)
             removed = lifecycle.remove_stale_temp(cfg.db_path)
             self.keeper.prefetch(cfg)  # the model cache is read while the store is checked (nothing is written)
+            if self._walk_ahead is not None:
+                self._walk_ahead.prepare()  # and the early walk's answer decoded
             self.notifier.status("starting: checking the store")
             await asyncio.to_thread(self._open_store)
         except StartupError as exc:
@@ -148,6 +150,8 @@ class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicl
         await self._start_observer()
         await self._track_logs()
         self._poll_task = loop.create_task(self._poll_logs())
+        if self._walked_ahead:  # a file changed between the early walk and the watcher's start is read now
+            self._job_tasks.add(asyncio.ensure_future(self._tracked(self._rescan_job)()))
         self._start_scheduler()
         # The cache the start read was deleted as it was read: a crash from here on starts from this one.
         self._job_tasks.add(asyncio.ensure_future(self._tracked(self._write_cache)()))  # a stop waits for it
@@ -158,6 +162,9 @@ class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicl
 
     def _release(self) -> None:
         """Let go of what _claim took (the last step of a shutdown, or of a start that failed)."""
+        if self._walk_ahead is not None:
+            self._walk_ahead.close()
+            self._walk_ahead = None
         for sock in self._listeners or ():
             sock.close()
         if self.reader is not None:

@@ -17,6 +17,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from collectors.poll import LogPoller
 from collectors.reviews import ReviewEvent
+from collectors.walkahead import WalkAhead
 from daemon import changelog, lifecycle
 from daemon.app.options import Overrides
 from daemon.cachewriter import CacheWrites
@@ -51,6 +52,7 @@ class DaemonState:
         notifier: Notifier | None = None,
         listeners: list[socket.socket] | None = None,
         executors: Executors | None = None,
+        walk_ahead: WalkAhead | None = None,
     ) -> None:
         self.overrides = overrides
         self.executors = executors or Executors()
@@ -121,6 +123,11 @@ class DaemonState:
         #: The listening sockets, bound before anything else (or handed in already bound: ``honestyd demo``).
         self._listeners = listeners
         self._store_lock: lifecycle.StoreLock | None = None
+        #: The start-up scan's walk, under way in another process since ``honestyd run`` began
+        #: (collectors/walkahead.py): taken by that scan.
+        self._walk_ahead = walk_ahead
+        #: The start-up scan read that early walk: a rescan follows once the watcher runs (what changed meanwhile).
+        self._walked_ahead = False
         #: (st_dev, st_ino) of the database file opened: each pass compares the path's with it (see _store_in_place).
         self._db_identity: tuple[int, int] | None = None
         #: The process's exit status (daemon/lifecycle.py): set by a claim that fails or a store found damaged.

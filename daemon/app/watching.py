@@ -274,9 +274,17 @@ class Watching(Evaluations):
 
     async def _start_up_scan(self) -> None:
         assert self.lock is not None and self.ingester is not None
+        ingester, root = self.ingester, self._config.state_root
+        walk, self._walk_ahead = self._walk_ahead, None
+
+        def scan() -> IngestStats:
+            walked = walk.take(root) if walk is not None else None
+            self._walked_ahead = walked is not None
+            return ingester.scan(walked=walked)
+
         async with self.lock:
             try:
-                stats = await run_in(self.executors.ingest, self.ingester.scan)
+                stats = await run_in(self.executors.ingest, scan)
             except sqlite3.OperationalError as exc:
                 # Start serving anyway (the operator sees the log line and the metric); the rescan job retries.
                 self.full_rescan_pending = self._pending_scan_unobserved = True

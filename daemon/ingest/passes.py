@@ -16,6 +16,7 @@ from collectors.links import LinkMap, named_entries, other_names
 from collectors.safeopen import read_regular
 from collectors.sources import LOGS, routes
 from collectors.statedir import Confinement, FileInfo, link_target, stat_file, walk_tree
+from collectors.walkahead import Walked
 from daemon.config import Config
 from daemon.ingest.documents import Documents
 from daemon.ingest.logs import LogTailing
@@ -38,18 +39,26 @@ class Ingester(Documents, LogTailing):
                  read: Reader = read_regular, wall_ns: WallClock = time.time_ns) -> None:
         super().__init__(store, root, config, clock, reject_log, sightings, BATCH_LINES, read, wall_ns)
 
-    def scan(self, *, observed: bool = False) -> IngestStats:
-        """One full pass over the root: index, tail, re-parse; deleted files are noticed."""
+    def scan(self, *, observed: bool = False, walked: Walked | None = None) -> IngestStats:
+        """One full pass over the root: index, tail, re-parse; deleted files are noticed. ``walked``: the root's walk
+        done already (a start's, on a second core: collectors/walkahead.py), its stats dated from when it began."""
         self._new_pass()
         stats = IngestStats()
         seen: set[str] = set()
         unreadable = self.unreadable
         unreadable.begin_scan()
-        self._stat_at, self._stat_ns = time.monotonic(), self.wall_ns()
+        if walked is not None:
+            self._stat_at, self._stat_ns = walked.at, walked.at_ns
+        else:
+            self._stat_at, self._stat_ns = time.monotonic(), self.wall_ns()
         self._fingerprints = []
         complete = False
         try:
-            tree = walk_tree(self.root, on_error=unreadable.failed)
+            if walked is not None:
+                tree = walked.tree
+                walked.replay(unreadable.failed)
+            else:
+                tree = walk_tree(self.root, on_error=unreadable.failed)
             links = LinkMap(tree.links)
             if links != self._links:
                 with self.store.transaction():
