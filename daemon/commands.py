@@ -366,7 +366,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     import logging
 
     from collectors import walkahead
-    from daemon import heap
+    from daemon import heap, lifecycle
     from daemon.config import Overrides
 
     heap.settle()  # before the daemon's threads start
@@ -382,7 +382,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     cliargs.check("--state" if args.state else "[state] root", cliargs.existing_dir, applied.state_root)
     cliargs.check("--db" if args.db else "[store] path", cliargs.database, applied.db_path)
     # A large root's catch-up walk runs on the second core while this one imports the daemon (it only reads).
-    walk = walkahead.start(applied.state_root, applied.db_path)
+    cache = lifecycle.cache_path_for(applied.db_path) if applied.daemon.model_cache else None
+    walk = walkahead.start(applied.state_root, applied.db_path, cache=cache)
 
     from daemon import logescape, logsetup
     from daemon.app import Daemon, file_clock

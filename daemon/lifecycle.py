@@ -101,6 +101,11 @@ def lock_path_for(db: Path) -> Path:
     return db.with_name(db.name + ".lock")
 
 
+def cache_path_for(db: Path) -> Path:
+    """The model cache of the database at ``db`` (daemon/modelcache.py): beside it."""
+    return db.with_name(db.name + ".model")
+
+
 @dataclass
 class StoreLock:
     """An exclusive ``flock`` on ``<db>.lock``, which holds the holder's pid: one writer per store, for the life of

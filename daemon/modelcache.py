@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from daemon import gcpolicy
+from daemon import gcpolicy, lifecycle
 from daemon.config import Config
 from daemon.modelkeeper import LiveFeed, Marks
 from daemon.store import Store
@@ -68,7 +68,7 @@ _CODE = ("scorers", "collectors", "daemon/modelkeeper.py", "daemon/config.py")
 
 def path_for(db_path: Path) -> Path:
     """Where the cache of the model over ``db_path`` lives: beside it."""
-    return db_path.with_name(db_path.name + ".model")
+    return lifecycle.cache_path_for(db_path)
 
 
 def tmp_path_for(path: Path) -> Path:

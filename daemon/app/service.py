@@ -150,8 +150,8 @@ class Daemon(HttpBackend, Scheduling, Reviewing, Watching, Evaluations, Chronicl
         await self._start_observer()
         await self._track_logs()
         self._poll_task = loop.create_task(self._poll_logs())
-        if self._walked_ahead:  # a file changed between the early walk and the watcher's start is read now
-            self._job_tasks.add(asyncio.ensure_future(self._tracked(self._rescan_job)()))
+        if self._walk_ahead is not None:  # what changed between the early walk and the watcher's start
+            self._job_tasks.add(asyncio.ensure_future(self._tracked(self._changed_since_walk)()))
         self._start_scheduler()
         # The cache the start read was deleted as it was read: a crash from here on starts from this one.
         self._job_tasks.add(asyncio.ensure_future(self._tracked(self._write_cache)()))  # a stop waits for it

@@ -124,10 +124,8 @@ class DaemonState:
         self._listeners = listeners
         self._store_lock: lifecycle.StoreLock | None = None
         #: The start-up scan's walk, under way in another process since ``honestyd run`` began
-        #: (collectors/walkahead.py): taken by that scan.
+        #: (collectors/walkahead.py): read by that scan, then asked what changed since once the watcher runs.
         self._walk_ahead = walk_ahead
-        #: The start-up scan read that early walk: a rescan follows once the watcher runs (what changed meanwhile).
-        self._walked_ahead = False
         #: (st_dev, st_ino) of the database file opened: each pass compares the path's with it (see _store_in_place).
         self._db_identity: tuple[int, int] | None = None
         #: The process's exit status (daemon/lifecycle.py): set by a claim that fails or a store found damaged.

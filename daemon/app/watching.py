@@ -129,6 +129,16 @@ class Watching(Evaluations):
             await self._start_observer()
             await self._rescan_job()
 
+    async def _changed_since_walk(self) -> None:
+        """Hand on what changed between the start's early walk (collectors/walkahead.py) and the watcher's start: the
+        child walks the root again and compares (no store, no lock, no memory of this process)."""
+        walk, self._walk_ahead = self._walk_ahead, None
+        if walk is None:
+            return
+        found = await asyncio.to_thread(walk.changed_since)
+        for rel in [None] if found is None else found:  # None: rescan it all
+            self._on_path(rel)
+
     async def _rescan_job(self) -> None:
         self.full_rescan_pending = True
         await self._flush()
@@ -274,12 +284,12 @@ class Watching(Evaluations):
 
     async def _start_up_scan(self) -> None:
         assert self.lock is not None and self.ingester is not None
-        ingester, root = self.ingester, self._config.state_root
-        walk, self._walk_ahead = self._walk_ahead, None
+        ingester, root, walk = self.ingester, self._config.state_root, self._walk_ahead
 
         def scan() -> IngestStats:
             walked = walk.take(root) if walk is not None else None
-            self._walked_ahead = walked is not None
+            if walked is None:
+                self._walk_ahead = None  # let go (take closed it): nothing to ask again once the watcher runs
             return ingester.scan(walked=walked)
 
         async with self.lock:

@@ -56,17 +56,19 @@ def test_a_start_catches_up_through_the_early_walk_and_reads_what_changed_after_
     with log.open("a") as f:
         f.write(json.dumps({**last, "id": "while-down"}) + "\n")
     before_walk = _brief(root, "before-walk.md", last["agent"], last["ts"])
-    walk = walkahead.start(root, db, walk_from=0, cores=2)
+    cache = tmp_path / "honestyd.db.model"
+    cache.write_bytes(b"")  # a start with a cache to read is one that walks ahead (this daemon does not read it)
+    walk = walkahead.start(root, db, cache=cache, walk_from=0, cores=2)
     assert walk is not None
     # One brief written after the walk and before the watcher: the walk cannot have seen it.
     deadline = time.monotonic() + DEADLINE
-    while walk.process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)  # the child exits once its answer is in the pipe (a small root's fits)
+    while not walk._walked.done() and time.monotonic() < deadline:
+        walk.prepare()
+        time.sleep(0.01)  # the walk is in once its answer is decoded
     after_walk = _brief(root, "after-walk.md", last["agent"], last["ts"])
 
     async def scenario() -> None:
-        async with in_process(Daemon(config, environ={}, walk_ahead=walk)) as d:
-            assert d._walk_ahead is None and d._walked_ahead  # the start-up scan took the walk
+        async with in_process(Daemon(config, environ={}, walk_ahead=walk)):
             assert {"while-down", before_walk} <= _ids(db)
             waited = time.monotonic()
             while after_walk not in _ids(db):
