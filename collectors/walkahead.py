@@ -12,10 +12,10 @@ the same either way, only later. The child only reads: nothing is written before
 
 The scan dates these stats from before the child ran (its fingerprints' "seen" time: an earlier time only makes more
 files too recent to trust, so they are read). A file changed between the walk and the watcher's start would be
-seen by nothing but the next rescan, minutes later, for a Markdown file (a log is polled): once its watcher runs, a
-start that used the walk walks the root again, off the store and its lock, and hands on what :func:`changed` finds
-(daemon/app/watching.py). Only a start with a model cache to read walks ahead: it is the start whose longest path
-the walk is on.
+seen by nothing but the next rescan, minutes later, for a Markdown file (a log is polled): once its watcher runs,
+the daemon asks the child (:meth:`WalkAhead.changed_since`), which walks the root again and answers with what
+:func:`changed` finds, handed on as watcher events (daemon/app/watching.py): no store, no lock, no memory of the
+daemon's. Only a start with a model cache to read walks ahead: it is the start whose longest path the walk is on.
 """
 
 from __future__ import annotations
