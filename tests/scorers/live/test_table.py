@@ -22,6 +22,7 @@ from scorers.live import LiveModel
 from scorers.live import ids as ids_module
 from scorers.live import table as table_module
 from scorers.live.ids import EMPTY, IdIndex, Ids, SparseIdIndex, Texts
+from scorers.live.interned import Interned
 from scorers.live.table import Table
 from tests.helpers import T0, ev
 from tests.scorers.live.test_model import CFG
@@ -172,7 +173,7 @@ def test_a_vacuum_keeps_the_values_held_records_name_and_only_those(records: lis
 def test_interned_values_are_numbered_as_a_dict_would(values: list[tuple[str, int]]) -> None:
     """Positions in order of first sight through growth of the index, -1 for a value not held, the same after a
     pickle (the index is made again) and after keeping some."""
-    interned, expected = table_module._Interned(), dict[tuple[str, int], int]()
+    interned, expected = Interned(), dict[tuple[str, int], int]()
     for v in values:
         assert interned(v) == expected.setdefault(v, len(expected))
     assert interned.values == list(expected) and interned.find(("d", 0)) == -1
