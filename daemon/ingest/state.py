@@ -16,7 +16,7 @@ from collectors.links import LinkMap
 from collectors.poll import Seen
 from collectors.records import Reject
 from collectors.safeopen import read_regular
-from collectors.sources import LOGS, SOURCES, source_of
+from collectors.sources import LOGS, source_of
 from collectors.statedir import Confinement
 from collectors.tail import Cursor
 from daemon.config import Config
@@ -132,8 +132,7 @@ class IngestState:
         return source_of(self.config.globs, rel) in LOGS
 
     def _globs(self) -> tuple[str, ...]:
-        g = self.config.globs
-        return tuple(getattr(g, name) for name in SOURCES)
+        return self.config.globs.all()
 
     # --- what is counted: committed, or dropped with a rollback
 
