@@ -211,6 +211,22 @@ class Indexing(ModelState):
         # The path as the table holds it, where a record has it (a Markdown decision's document, a log).
         self._put_file(self._table.strings.get(path, path), None if entry is None else FileState.of(entry))
 
+    def put_files(self, entries: Mapping[str, FileEntry]) -> None:
+        """:meth:`put_file` of every entry of ``entries`` (a load: the store's whole index)."""
+        strings = self._table.strings
+        states = {strings.get(path, path): FileState.of(entry) for path, entry in entries.items()}
+        if self._fresh:  # nothing is indexed yet that a file could touch: the index alone takes them
+            self._files.put_all(states)
+            return
+        for path, f in states.items():
+            self._put_file(path, f)
+
+    def _put_files_again(self, files: Mapping[str, FileState]) -> None:
+        """A rebuild's :meth:`_put_file` of every entry it had (``_bulk``: nothing touched), the index made at once."""
+        self._files.put_all(files)
+        for path, f in files.items():
+            self._later_file_times(path, f)
+
     def add_file_times(self, path: str, modified: Iterable[datetime], deleted: datetime | None) -> None:
         """The entry of ``path``, same ``created``, gained modifications and has this deletion time now.
 
@@ -230,16 +246,20 @@ class Indexing(ModelState):
     def _put_file(self, path: str, f: FileState | None) -> None:
         old = self._files.put(path, f)
         if f is not None and not self._fresh:
-            later = [t for t in (f.created, f.deleted) if t is not None and t > self.at]
-            at_us = to_us(self.at)
-            for us in reversed(f.modified):  # ascending: only the tail can lie after T
-                if us <= at_us:
-                    break
-                later.append(from_us(us))
-            for t in later:
-                heapq.heappush(self._file_times, (t, path))
+            self._later_file_times(path, f)
         if not self._fresh and not self._bulk:
             self._touch_path(path, {e.created for e in (old, f) if e is not None})
+
+    def _later_file_times(self, path: str, f: FileState) -> None:
+        """Queue the times of ``f`` after T (created, deleted, modified): the model learns of each when it comes."""
+        later = [t for t in (f.created, f.deleted) if t is not None and t > self.at]
+        at_us = to_us(self.at)
+        for us in reversed(f.modified):  # ascending: only the tail can lie after T
+            if us <= at_us:
+                break
+            later.append(from_us(us))
+        for t in later:
+            heapq.heappush(self._file_times, (t, path))
 
     def put_links(self, links: Links) -> None:
         """The symlinks inside the root as the store now holds them. A change re-files every decision naming a path

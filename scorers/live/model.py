@@ -143,8 +143,7 @@ class LiveModel(Visibility, Invalidation, Eviction, Summing, Review):
         # Everything is dirty already: labels, checks and files need no per-record invalidation.
         self._file_labels_again(*labels)
         self.add_checks(checks)
-        for path, f in files.items():
-            self._put_file(path, f)
+        self._put_files_again(files)
         self._bulk = False
         self._advance(at)
 

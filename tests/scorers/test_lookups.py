@@ -84,6 +84,27 @@ def test_the_file_index_finds_the_files_created_in_a_span_as_a_plain_scan(
         p for p, c in entries.items() if lo < c <= min(hi, at) and "/" not in p and p != "b.md")
 
 
+@given(_puts, _puts)
+def test_putting_many_entries_at_once_makes_the_index_one_by_one_would(
+        before: list[tuple[str, int | None]], batch: list[tuple[str, int | None]]) -> None:
+    """``put_all`` (a load's, a rebuild's) leaves the same entries and creation columns as ``put`` of each entry in
+    turn, onto an index already holding some: replaced, removed and new entries, ties in time."""
+    def state(h: int | None) -> FileState | None:
+        return None if h is None else FileState(T0 + timedelta(hours=h), None)
+
+    one_by_one, at_once = FileIndex(), FileIndex()
+    for path, h in before:
+        f = state(h)
+        one_by_one.put(path, f)
+        at_once.put(path, f)
+    states = {path: state(h) for path, h in batch}  # (the last of a path's puts: a mapping holds one each)
+    for path, f in states.items():
+        one_by_one.put(path, f)
+    at_once.put_all(states)
+    assert at_once.files == one_by_one.files
+    assert at_once.created_us == one_by_one.created_us and at_once.created_paths == one_by_one.created_paths
+
+
 def test_a_file_never_modified_holds_no_array() -> None:
     """Most files are never modified: their entry holds the shared empty sequence until a modification comes, and
     again once every modification was let go."""
