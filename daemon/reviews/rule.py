@@ -32,6 +32,8 @@ from scorers.score import AgentResult
 FLOAT_SLACK = 1e-9
 
 Key = tuple[str, str]
+#: The reasons a review opens for, in the order they are judged.
+REASONS = ("below", "drop")
 
 
 @dataclass(frozen=True)
@@ -70,24 +72,40 @@ def standing(snapshot: Snapshot, agent: str, reason: str) -> Condition | None:
     dash, week = window_names(snapshot)
     if dash is None or agent not in snapshot.exported:
         return None
-    now = snapshot.windows[dash].agents.get(agent)
-    if now is None or now.insufficient or now.score is None:
+    now = _sufficient(snapshot.windows[dash].agents.get(agent))
+    if now is None:
         return None
-    ref = snapshot.windows[week].agents.get(agent) if week is not None else None
-    if ref is not None and (ref.insufficient or ref.score is None):
-        ref = None
+    return _condition(snapshot, agent, reason, (dash, now), (week, _reference(snapshot, week, agent)))
+
+
+def _sufficient(result: AgentResult | None) -> AgentResult | None:
+    """``result`` when it has a score (not missing, not INSUFFICIENT), else None."""
+    return None if result is None or result.insufficient or result.score is None else result
+
+
+def _reference(snapshot: Snapshot, week: str | None, agent: str) -> AgentResult | None:
+    """The agent's comparison result, when it has a score."""
+    return _sufficient(snapshot.windows[week].agents.get(agent)) if week is not None else None
+
+
+def _condition(snapshot: Snapshot, agent: str, reason: str, now: tuple[str, AgentResult],
+               ref: tuple[str | None, AgentResult | None]) -> Condition:
     s = snapshot.config.scoring
-    return Condition(agent, reason, dash, now, week, ref, s.alert_below, s.drop_alert)
+    return Condition(agent, reason, now[0], now[1], ref[0], ref[1], s.alert_below, s.drop_alert)
 
 
 def fires(c: Condition) -> bool:
     """True iff the condition's reason holds."""
     score = c.result.score
     assert score is not None  # standing() keeps only sufficient results
-    if c.reason == "below":
-        return score < c.threshold - FLOAT_SLACK
-    return c.reference is not None and c.reference.score is not None and \
-        c.reference.score - score > c.drop_alert + FLOAT_SLACK
+    return holds(c.reason, score, None if c.reference is None else c.reference.score, c.threshold, c.drop_alert)
+
+
+def holds(reason: str, score: float, reference: float | None, threshold: float, drop_alert: float) -> bool:
+    """:func:`fires` of the condition these figures make (``reference``: the comparison score, if any)."""
+    if reason == "below":
+        return score < threshold - FLOAT_SLACK
+    return reference is not None and reference - score > drop_alert + FLOAT_SLACK
 
 
 def writable(agent: str) -> bool:
@@ -103,17 +121,21 @@ def writable(agent: str) -> bool:
 def firing(snapshot: Snapshot) -> dict[Key, Condition]:
     """Every (agent, reason) that fires at ``snapshot``, among the agents with per-agent series whose name a review
     file can hold."""
-    dash, _ = window_names(snapshot)
+    dash, week = window_names(snapshot)
     if dash is None:
         return {}
+    s = snapshot.config.scoring
     found: dict[Key, Condition] = {}
-    for agent, _result in snapshot.exported.items(snapshot.windows[dash].agents):
-        if not writable(agent):
+    # Run after every evaluation, on the event loop, for every agent: a Condition is made only for a reason that holds.
+    for agent, result in snapshot.exported.items(snapshot.windows[dash].agents):
+        now = _sufficient(result)
+        if now is None or now.score is None or not writable(agent):
             continue
-        for reason in ("below", "drop"):
-            c = standing(snapshot, agent, reason)
-            if c is not None and fires(c):
-                found[c.key] = c
+        ref = _reference(snapshot, week, agent)
+        reference = None if ref is None else ref.score
+        for reason in REASONS:
+            if holds(reason, now.score, reference, s.alert_below, s.drop_alert):
+                found[(agent, reason)] = _condition(snapshot, agent, reason, (dash, now), (week, ref))
     return found
 
 

@@ -8,13 +8,16 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from collectors.records import Event
 from collectors.reviews import ReviewEvent, parse_review_event
 from daemon.config import Config, GitHub, Limits
 from daemon.limits import select
 from daemon.reviews.events import closing, encode, failed_rows, openings
 from daemon.reviews.queue import Queue
-from daemon.reviews.rule import due, firing
+from daemon.reviews.rule import due, fires, firing, standing
 from daemon.snapshot import Snapshot
 from scorers.score import evaluate
 from tests.helpers import T0, ev, records, t
@@ -172,3 +175,23 @@ def test_a_closed_review_reopens_when_the_agent_slips_again() -> None:
     [review] = d.queue().reviews.values()
     assert review.is_open and review.rounds == 2 and review.since == t(hours=4)
     assert [e.event for e in review.history] == ["opened", "closed", "reopened"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 12), st.integers(0, 12), st.integers(0, 12)), min_size=1, max_size=5))
+def test_firing_is_every_standing_condition_that_fires(agents: list[tuple[int, int, int]]) -> None:
+    """``firing`` (one pass, a Condition made only where a reason holds) gives what asking ``standing`` of every
+    exported agent and reason, and keeping those that ``fires``, gives: INSUFFICIENT agents, no 7 d reference,
+    drops and scores below the threshold among them."""
+    events: list[Event] = []
+    for k, (week_cited, cited, uncited) in enumerate(agents):
+        name = f"agent{k}"
+        events += decisions(name, week_cited, 0, t(days=-3), "old") + decisions(name, cited, uncited, T0, "new")
+    s = snap(events, T0)
+    expected = {}
+    for agent, _ in s.exported.items(s.windows["24h"].agents):
+        for reason in ("below", "drop"):
+            c = standing(s, agent, reason)
+            if c is not None and fires(c):
+                expected[c.key] = c
+    assert firing(s) == expected
