@@ -15,7 +15,7 @@ import itertools
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from collectors.records import Event
 from collectors.rfc3339 import to_us
@@ -254,22 +254,28 @@ class Summing(Indexing):
         listing = to_us(at - max(self.config.scoring.longest_window, width))
         edge = to_us(at - width)
         agents: dict[str, AgentResult] = {}
+        results = self._results
         for agent in sorted(self._agents):
             a = self._agents[agent]
-            if not a.events or not ts[a.events[-1]] > listing:
+            events = a.events
+            if not events or not ts[events[-1]] > listing:
                 continue
-            lo = bisect.bisect_right(a.events, edge, key=ts.__getitem__)
+            cached = results.get((agent, name))
+            if cached is not None and _still(cached, a, edge, ts):
+                agents[agent] = cached[1]
+                continue
+            lo = bisect.bisect_right(events, edge, key=ts.__getitem__)
             # How many outcomes need a time the window no longer holds: with the version, what the sum depends on
             # (each rule's count only grows as the edge moves on, so their total tells them apart).
             stale = bisect.bisect_right(a.anchor_times, edge)
-            key = (a.version, lo, stale, len(a.events))
-            cached = self._results.get((agent, name))
-            if cached is not None and cached[0] == key:
+            key = (a.version, lo, stale, len(events), edge)
+            if cached is not None and cached[0][:4] == key[:4]:
+                results[(agent, name)] = (key, cached[1])
                 agents[agent] = cached[1]
                 continue
             result = self._sum(agent, a, lo, edge, stale)
             self.summed += 1
-            self._results[(agent, name)] = (key, result)
+            results[(agent, name)] = (key, result)
             agents[agent] = result
         return WindowResult(at, name, width, self.config.weights_active, agents)
 
@@ -301,6 +307,17 @@ class Summing(Indexing):
         components = {n: ComponentResult(totals[3 * k], totals[3 * k + 1], totals[3 * k + 2])
                       for k, n in enumerate(plan.names)}
         return summarise(agent, len(a.events) - lo, components, totals[plan.false_gaps], self.config)
+
+
+def _still(cached: tuple[tuple[Any, ...], AgentResult], a: Agent, edge: int, ts: array[int]) -> bool:
+    """True when the sum ``cached`` for ``a`` still holds at ``edge`` (microseconds), known without a search: the agent
+    is the same version with as many decisions, and the edge, no earlier than the sum's, has passed neither the first
+    decision the sum kept nor the next time an outcome needs (evaluated after every ingest pass, for every agent)."""
+    (version, lo, stale, n, was), _ = cached
+    if version != a.version or n != len(a.events) or edge < was:
+        return False
+    times = a.anchor_times
+    return bool((lo == n or ts[a.events[lo]] > edge) and (stale == len(times) or times[stale] > edge))
 
 
 def column_sums(rows: Sequence[tuple[int, ...]], zero: tuple[int, ...]) -> list[int]:
