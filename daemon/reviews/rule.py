@@ -75,7 +75,7 @@ def standing(snapshot: Snapshot, agent: str, reason: str) -> Condition | None:
     now = _sufficient(snapshot.windows[dash].agents.get(agent))
     if now is None:
         return None
-    return _condition(snapshot, agent, reason, (dash, now), (week, _reference(snapshot, week, agent)))
+    return _condition(snapshot, agent, reason, dash, now, week, _reference(snapshot, week, agent))
 
 
 def _sufficient(result: AgentResult | None) -> AgentResult | None:
@@ -88,10 +88,10 @@ def _reference(snapshot: Snapshot, week: str | None, agent: str) -> AgentResult 
     return _sufficient(snapshot.windows[week].agents.get(agent)) if week is not None else None
 
 
-def _condition(snapshot: Snapshot, agent: str, reason: str, now: tuple[str, AgentResult],
-               ref: tuple[str | None, AgentResult | None]) -> Condition:
+def _condition(snapshot: Snapshot, agent: str, reason: str, dash: str, now: AgentResult, week: str | None,
+               ref: AgentResult | None) -> Condition:
     s = snapshot.config.scoring
-    return Condition(agent, reason, now[0], now[1], ref[0], ref[1], s.alert_below, s.drop_alert)
+    return Condition(agent, reason, dash, now, week, ref, s.alert_below, s.drop_alert)
 
 
 def fires(c: Condition) -> bool:
@@ -135,7 +135,7 @@ def firing(snapshot: Snapshot) -> dict[Key, Condition]:
         reference = None if ref is None else ref.score
         for reason in REASONS:
             if holds(reason, now.score, reference, s.alert_below, s.drop_alert):
-                found[(agent, reason)] = _condition(snapshot, agent, reason, (dash, now), (week, ref))
+                found[(agent, reason)] = _condition(snapshot, agent, reason, dash, now, week, ref)
     return found
 
 
