@@ -34,10 +34,11 @@ system-deps:
 	if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing"; apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
 
+# Two workers, a test file per worker at a time (a module's fixtures are built once); `pytest` alone runs serially.
 test: $(STAMP) system-deps
 	$(BIN)/ruff check daemon collectors scorers tests bench
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # Performance suite (not part of `make test`): figures and ratios against baselines, < 15 min.
 bench: $(STAMP)
