@@ -8,9 +8,11 @@ import json
 
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from daemon.http.api import _audit_body
-from daemon.http.handling import SEND_CHUNK, send_json
+from daemon.http.handling import SEND_CHUNK, dumps, send_json
 from scorers.audit import audit_json
 from tests.helpers import T0, ev, records, score, t
 
@@ -26,6 +28,24 @@ def test_the_audit_body_is_audit_json_encoded() -> None:
     body = bytes(_audit_body(a, result))
     assert body == json.dumps(audit_json(a, result), ensure_ascii=False).encode()
     assert len(json.loads(body)["decision_rows"]) == 3
+
+
+_SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+
+
+def _containers(inner: st.SearchStrategy[object]) -> st.SearchStrategy[object]:
+    """Lists long enough to be encoded piecewise, and dicts holding them."""
+    return st.lists(inner, max_size=80) | st.dictionaries(st.text(), inner, max_size=4)
+
+
+_JSON = st.recursive(_SCALARS, _containers, max_leaves=200)
+
+
+@settings(max_examples=100, derandomize=True, database=None, deadline=None)
+@given(_JSON | st.dictionaries(st.text(), st.lists(_SCALARS, min_size=60, max_size=90), max_size=3))
+def test_the_piecewise_dumps_writes_what_json_dumps_does(value: object) -> None:
+    """Any JSON value, with long lists at the top and inside dicts (the piecewise paths): the same text."""
+    assert dumps(value) == json.dumps(value, ensure_ascii=False)
 
 
 def test_a_large_body_is_sent_whole_a_chunk_per_turn_of_the_loop() -> None:
