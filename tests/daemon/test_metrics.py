@@ -17,13 +17,22 @@ from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from collectors.records import EvalReport
 from daemon import __version__
 from daemon.config import COMPONENTS, DEFAULT_WEIGHTS, DEFAULT_WEIGHTS_VERSION, Config, GitHub
 from daemon.http.api import MetricsCache
-from daemon.metrics import CONTENT_TYPE, SnapshotRenderer, benchmark_metric, sample_value, short_weight
+from daemon.metrics import (
+    AGENTS_PER_BLOCK,
+    CONTENT_TYPE,
+    SnapshotRenderer,
+    benchmark_metric,
+    sample_value,
+    short_weight,
+)
 from daemon.snapshot import Counters, Snapshot
 from scorers.context import Records
 from scorers.score import AgentResult, ComponentResult, WindowResult, evaluate
@@ -412,6 +421,43 @@ def test_incremental_renderer_is_byte_identical_and_renders_only_changed_agents(
     assert renderer.exposition(first) == reference_exposition(first)  # bob's 7d comes back: rendered again, ada's too
     assert renderer.rendered == 2
 
+
+
+#: Enough agents for two of the renderer's blocks in each window (daemon.metrics.AGENTS_PER_BLOCK).
+MANY = 70
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, MANY - 1), st.sampled_from(WINDOWS),
+                                   st.sampled_from(("change", "drop", "back"))), max_size=10), min_size=1, max_size=6))
+def test_blocks_of_many_agents_follow_every_change_byte_for_byte(steps: list[list[tuple[int, str, str]]]) -> None:
+    """Snapshot after snapshot of many agents, some changing, vanishing (the pairs after them shift across blocks)
+    and coming back: each body equals generate_latest's, and exactly the pairs whose result is not the object the
+    last body showed are written anew."""
+    from dataclasses import replace
+
+    assert MANY > AGENTS_PER_BLOCK
+    base = _snapshot()
+    template = base.windows["24h"].agents["ada"]
+    originals = {(w, i): replace(template, agent=f"agent-{i:03d}", decisions=i) for w in WINDOWS for i in range(MANY)}
+    current = dict(originals)
+    renderer = SnapshotRenderer()
+    shown: dict[tuple[str, int], AgentResult] = {}
+    for step in [[], *steps]:
+        for i, w, op in step:
+            if op == "change":
+                was = current.get((w, i), originals[(w, i)])
+                current[(w, i)] = replace(originals[(w, i)], decisions=was.decisions + 1)
+            elif op == "drop":
+                current.pop((w, i), None)
+            else:
+                current[(w, i)] = originals[(w, i)]
+        windows = {w: replace(base.windows[w], agents={f"agent-{i:03d}": current[(w, i)] for i in range(MANY)
+                                                       if (w, i) in current}) for w in WINDOWS}
+        snap = replace(base, windows=windows)
+        assert renderer.exposition(snap) == reference_exposition(snap)
+        assert renderer.rendered == sum(shown.get(k) is not a for k, a in current.items())
+        shown = dict(current)
 
 #: Values whose text the Go client's format writes in every way it has: exponent, plain, tiny, huge, negative zero.
 EDGE_VALUES = (0.0, -0.0, 1.0, 7, 1e-7, 0.123456789012345, 999999.5, 1234567.0, 123456789.5, 2.0**53, 1e22,
