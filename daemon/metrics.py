@@ -284,14 +284,31 @@ def label_samples(out: Sink, rows: Iterable[tuple[str, int, int]]) -> None:
         out.add(_FIXED["honesty_labels"], (agent, "up"), up)
 
 
+ReviewRows = tuple[tuple[str, int], ...]
+
+
+def review_rows(snapshot: Snapshot) -> ReviewRows:
+    """(agent, open reviews) of honesty_reviews_open, by agent: every exported agent the queue lists (none outside the
+    daemon). [limits]: no per-agent series beyond them, reviews' included."""
+    if snapshot.reviews is None:
+        return ()
+    return tuple((agent, count) for agent, count in sorted(snapshot.reviews.open.items()) if agent in snapshot.exported)
+
+
+def review_samples(out: Sink, rows: Iterable[tuple[str, int]]) -> None:
+    """The honesty_reviews_open samples of :func:`review_rows`."""
+    for agent, count in rows:
+        out.add(_FIXED["honesty_reviews_open"], (agent,), count)
+
+
 def build_info_sample(out: Sink, version: str = __version__) -> None:
     """honesty_build_info: the one sample before the first evaluation, and the first of every body after it."""
     out.add(_FIXED["honesty_build_info"], (version,), 1)
 
 
 def snapshot_samples(out: Sink, snapshot: Snapshot) -> None:
-    """Every sample of ``snapshot`` but the per-agent ones, honesty_weights_info and honesty_labels (whose lines are
-    reused)."""
+    """Every sample of ``snapshot`` but the per-agent ones, honesty_weights_info, honesty_labels and
+    honesty_reviews_open (whose lines are reused)."""
     build_info_sample(out, snapshot.version)
     out.add(_FIXED["honesty_last_evaluation_timestamp_seconds"], (), snapshot.at.timestamp())
     _counters(out, snapshot.counters)
@@ -303,9 +320,6 @@ def snapshot_samples(out: Sink, snapshot: Snapshot) -> None:
     if snapshot.labels_unmatched is not None:
         out.add(_FIXED["honesty_labels_unmatched"], (), snapshot.labels_unmatched)
     if snapshot.reviews is not None:
-        for agent, count in sorted(snapshot.reviews.open.items()):
-            if agent in snapshot.exported:  # [limits]: no per-agent series beyond them, reviews' included
-                out.add(_FIXED["honesty_reviews_open"], (agent,), count)
         out.add(_FIXED["honesty_review_oldest_open_age_seconds"], (), snapshot.reviews.oldest_open_age)
         out.add(_FIXED["honesty_review_stale_after_seconds"], (), snapshot.reviews.stale_after)
     _benchmarks(out, snapshot.evals, snapshot.config.benchmark_models, snapshot.exported)
@@ -410,6 +424,8 @@ class SnapshotRenderer:
         self._blocks: dict[str, list[_Block]] = {}
         self._weights: tuple[WeightRows, bytes] = ((), b"")
         self._labels: tuple[LabelRows, bytes] = ((), b"")
+        #: (the queue's open reviews by agent and the exported agents they were written for, their lines)
+        self._reviews: tuple[object, bytes] = (object(), b"")
         #: Per-agent renders the last call did (the others were reused): a figure for tests and the bench.
         self.rendered = 0
 
@@ -450,6 +466,12 @@ class SnapshotRenderer:
             label_samples(lines, labelled)  # one row per agent: written again only when a count changes
             self._labels = (labelled, "".join(lines.lines.get("honesty_labels", ())).encode())
         reused["honesty_labels"] = (self._labels[1],)
+        shown = (None if snapshot.reviews is None else snapshot.reviews.open, snapshot.exported)
+        if shown != self._reviews[0]:  # one sample per agent with a review: written again when a count changes
+            lines = _Lines()
+            review_samples(lines, review_rows(snapshot))
+            self._reviews = (shown, "".join(lines.lines.get("honesty_reviews_open", ())).encode())
+        reused["honesty_reviews_open"] = (self._reviews[1],)
         return self._join([*DECLARED, *fresh.extra.values()], fresh.lines, reused)
 
     def _reblock(self, window: str, agents: tuple[str, ...], results: tuple[AgentResult, ...]) -> list[_Block]:

@@ -20,6 +20,8 @@ from daemon.metrics import (
     label_rows,
     label_samples,
     label_value,
+    review_rows,
+    review_samples,
     snapshot_samples,
     weight_rows,
     weight_samples,
@@ -62,6 +64,7 @@ def _filled(snapshot: Snapshot | None) -> _Families:
             agent_samples(out, window, a)
     weight_samples(out, weight_rows(snapshot))
     label_samples(out, label_rows(snapshot))
+    review_samples(out, review_rows(snapshot))
     return out
 
 

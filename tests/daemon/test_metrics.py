@@ -25,6 +25,7 @@ from collectors.records import EvalReport
 from daemon import __version__
 from daemon.config import COMPONENTS, DEFAULT_WEIGHTS, DEFAULT_WEIGHTS_VERSION, Config, GitHub
 from daemon.http.api import MetricsCache
+from daemon.limits import MAX_AGENTS, Exported
 from daemon.metrics import (
     AGENTS_PER_BLOCK,
     CONTENT_TYPE,
@@ -33,7 +34,7 @@ from daemon.metrics import (
     sample_value,
     short_weight,
 )
-from daemon.snapshot import Counters, Snapshot
+from daemon.snapshot import Counters, ReviewCounts, Snapshot
 from scorers.context import Records
 from scorers.score import AgentResult, ComponentResult, WindowResult, evaluate
 from tests.helpers import T0, check, ev, file, records, t
@@ -427,13 +428,20 @@ def test_incremental_renderer_is_byte_identical_and_renders_only_changed_agents(
 MANY = 70
 
 
+Change = tuple[int, str, str]
+Reviews = dict[int, int] | None
+
+
 @settings(max_examples=25, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.integers(0, MANY - 1), st.sampled_from(WINDOWS),
-                                   st.sampled_from(("change", "drop", "back"))), max_size=10), min_size=1, max_size=6))
-def test_blocks_of_many_agents_follow_every_change_byte_for_byte(steps: list[list[tuple[int, str, str]]]) -> None:
+@given(st.lists(st.tuples(st.lists(st.tuples(st.integers(0, MANY - 1), st.sampled_from(WINDOWS),
+                                             st.sampled_from(("change", "drop", "back"))), max_size=10),
+                          st.sampled_from((None, {}, {0: 1, 2: 3}, {0: 2, 2: 3, MANY - 1: 1})),
+                          st.sampled_from((None, 0, 1, 2, MANY - 1))), min_size=1, max_size=6))
+def test_blocks_of_many_agents_follow_every_change_byte_for_byte(steps: list[tuple[list[Change], Reviews,
+                                                                                   int | None]]) -> None:
     """Snapshot after snapshot of many agents, some changing, vanishing (the pairs after them shift across blocks)
-    and coming back: each body equals generate_latest's, and exactly the pairs whose result is not the object the
-    last body showed are written anew."""
+    and coming back, open reviews counted or not and an agent held back by the limits or not: each body equals
+    generate_latest's, and exactly the pairs whose result is not the object the last body showed are written anew."""
     from dataclasses import replace
 
     assert MANY > AGENTS_PER_BLOCK
@@ -443,7 +451,7 @@ def test_blocks_of_many_agents_follow_every_change_byte_for_byte(steps: list[lis
     current = dict(originals)
     renderer = SnapshotRenderer()
     shown: dict[tuple[str, int], AgentResult] = {}
-    for step in [[], *steps]:
+    for step, reviews, held in [([], None, None), *steps]:
         for i, w, op in step:
             if op == "change":
                 was = current.get((w, i), originals[(w, i)])
@@ -454,10 +462,13 @@ def test_blocks_of_many_agents_follow_every_change_byte_for_byte(steps: list[lis
                 current[(w, i)] = originals[(w, i)]
         windows = {w: replace(base.windows[w], agents={f"agent-{i:03d}": current[(w, i)] for i in range(MANY)
                                                        if (w, i) in current}) for w in WINDOWS}
-        snap = replace(base, windows=windows)
+        counts = None if reviews is None else ReviewCounts({f"agent-{i:03d}": n for i, n in reviews.items()}, 60.0)
+        exported = Exported() if held is None else Exported(held={f"agent-{held:03d}": MAX_AGENTS})
+        snap = replace(base, windows=windows, reviews=counts, exported=exported)
         assert renderer.exposition(snap) == reference_exposition(snap)
-        assert renderer.rendered == sum(shown.get(k) is not a for k, a in current.items())
-        shown = dict(current)
+        written = {k: a for k, a in current.items() if f"agent-{k[1]:03d}" in exported}
+        assert renderer.rendered == sum(shown.get(k) is not a for k, a in written.items())
+        shown = written
 
 #: Values whose text the Go client's format writes in every way it has: exponent, plain, tiny, huge, negative zero.
 EDGE_VALUES = (0.0, -0.0, 1.0, 7, 1e-7, 0.123456789012345, 999999.5, 1234567.0, 123456789.5, 2.0**53, 1e22,
