@@ -466,7 +466,7 @@ class SnapshotRenderer:
             label_samples(lines, labelled)  # one row per agent: written again only when a count changes
             self._labels = (labelled, "".join(lines.lines.get("honesty_labels", ())).encode())
         reused["honesty_labels"] = (self._labels[1],)
-        shown = (None if snapshot.reviews is None else snapshot.reviews.open, snapshot.exported)
+        shown = (None if snapshot.reviews is None else dict(snapshot.reviews.open), snapshot.exported)  # (a copy)
         if shown != self._reviews[0]:  # one sample per agent with a review: written again when a count changes
             lines = _Lines()
             review_samples(lines, review_rows(snapshot))
