@@ -13,11 +13,9 @@ The samples themselves come from the functions below (:func:`agent_samples`, :fu
 
 from __future__ import annotations
 
-import itertools
+import functools
 import math
-import operator
 import re
-from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import NamedTuple, Protocol
@@ -27,6 +25,7 @@ from collectors.records import EvalReport
 from daemon import __version__
 from daemon.config import COMPONENTS
 from daemon.limits import Exported
+from daemon.lineblocks import AgentLines, Block, reblock
 from daemon.snapshot import Counters, Snapshot
 from scorers.progress import LabelTally
 from scorers.score import AgentResult
@@ -380,48 +379,15 @@ class _Lines:
 #: The families :func:`agent_samples` writes (those labelled by agent and window), in exposition order.
 _PER_AGENT: tuple[str, ...] = tuple(f.name for f in DECLARED if f.labels in (_W, _C))
 
-AgentLines = tuple[bytes, ...]  # one agent's lines in one window, by family of _PER_AGENT (b"" for none), encoded
-
-
-#: Agents per :class:`_Block` of a window: a render joins again only the blocks holding an agent whose result changed,
-#: so a body where none did is a join of a few parts per family, whatever the number of agents.
-AGENTS_PER_BLOCK = 64
-
-
-class _Block(NamedTuple):
-    """Consecutive agents of one window in the last body, with their lines joined family by family."""
-
-    agents: tuple[str, ...]
-    #: The result each agent's lines were written from (compared by identity).
-    results: tuple[AgentResult, ...]
-    #: Per family of _PER_AGENT, the agents' lines in order, encoded.
-    lines: tuple[bytes, ...]
-    #: Per family, where each agent's lines end in ``lines`` (the first's start at 0).
-    ends: tuple[array[int], ...]
-
-    def of(self, j: int) -> AgentLines:
-        """The lines of the agent at ``j``, family by family."""
-        return tuple(joined[(ends[j - 1] if j else 0):ends[j]]
-                     for joined, ends in zip(self.lines, self.ends, strict=True))
-
-
-def _block(agents: tuple[str, ...], results: tuple[AgentResult, ...], lines: Sequence[AgentLines]) -> _Block:
-    by_family = tuple(tuple(map(itemgetter(i), lines)) for i in range(len(_PER_AGENT)))
-    return _Block(agents, results, tuple(map(b"".join, by_family)),
-                  tuple(array("I", itertools.accumulate(map(len, family))) for family in by_family))
-
-
 class SnapshotRenderer:
     """``/metrics`` bodies, each agent's lines written once and reused while its result object stays the same.
 
-    The per-agent lines are held as the last body's blocks of :data:`AGENTS_PER_BLOCK` agents of a window, joined
-    per family (not as bytes per agent, window and family: 30,000 of them at 1,000 agents and three windows, which each
-    render walked and copied one by one). A block whose agents and results are the same objects is reused whole; a
-    changed one takes its unchanged agents' lines out of the blocks they were in.
+    The per-agent lines are held as the last body's blocks of agents of a window, joined per family
+    (daemon/lineblocks.py).
     """
 
     def __init__(self) -> None:
-        self._blocks: dict[str, list[_Block]] = {}
+        self._blocks: dict[str, list[Block]] = {}
         self._weights: tuple[WeightRows, bytes] = ((), b"")
         self._labels: tuple[LabelRows, bytes] = ((), b"")
         #: (the queue's open reviews by agent and the exported agents they were written for, their lines)
@@ -437,13 +403,15 @@ class SnapshotRenderer:
             return self._join([_FIXED["honesty_build_info"]], fresh.lines, {})
         snapshot_samples(fresh, snapshot)
         self.rendered = 0
-        blocks: dict[str, list[_Block]] = {}
+        blocks: dict[str, list[Block]] = {}
         first: dict[str, AgentResult] = {}  # each agent's result in the first window listing it
         for window, result in reversed(tuple(snapshot.windows.items())):  # (an earlier window's result overwrites)
             exported = tuple(snapshot.exported.items(result.agents))
             first.update(exported)
             agents, results = tuple(map(itemgetter(0), exported)), tuple(map(itemgetter(1), exported))
-            blocks[window] = self._reblock(window, agents, results)
+            blocks[window], written = reblock(self._blocks.get(window, ()), agents, results,
+                                              functools.partial(self._agent_lines, window), len(_PER_AGENT))
+            self.rendered += written
         self._blocks = blocks  # windows and agents gone from the snapshot are forgotten
         ordered = [b for window in snapshot.windows for b in blocks[window]]
         # Family by family, every agent's lines in window and agent order: a block's part each.
@@ -473,31 +441,6 @@ class SnapshotRenderer:
             self._reviews = (shown, "".join(lines.lines.get("honesty_reviews_open", ())).encode())
         reused["honesty_reviews_open"] = (self._reviews[1],)
         return self._join([*DECLARED, *fresh.extra.values()], fresh.lines, reused)
-
-    def _reblock(self, window: str, agents: tuple[str, ...], results: tuple[AgentResult, ...]) -> list[_Block]:
-        """The blocks of ``window``'s ``agents`` (with their ``results``): the last body's where they are the same,
-        else joined again from the lines of the agents whose result is the same object as then, and new lines for
-        the rest."""
-        old, out = self._blocks.get(window, []), []
-        where: dict[str, tuple[_Block, int]] = {}  # made when a block's agents are not the same
-        for k, lo in enumerate(range(0, len(agents), AGENTS_PER_BLOCK)):
-            names, objects = agents[lo:lo + AGENTS_PER_BLOCK], results[lo:lo + AGENTS_PER_BLOCK]
-            same = k < len(old) and old[k].agents == names
-            if same and all(map(operator.is_, old[k].results, objects)):
-                out.append(old[k])
-                continue
-            if not same and not where:
-                where = {agent: (b, j) for b in old for j, agent in enumerate(b.agents)}
-            lines: list[AgentLines] = []
-            for j, (agent, a) in enumerate(zip(names, objects, strict=True)):
-                found = (old[k], j) if same else where.get(agent)
-                if found is not None and found[0].results[found[1]] is a:
-                    lines.append(found[0].of(found[1]))
-                else:
-                    lines.append(self._agent_lines(window, a))
-                    self.rendered += 1
-            out.append(_block(names, objects, lines))
-        return out
 
     @staticmethod
     def _agent_lines(window: str, a: AgentResult) -> AgentLines:

@@ -26,8 +26,8 @@ from daemon import __version__
 from daemon.config import COMPONENTS, DEFAULT_WEIGHTS, DEFAULT_WEIGHTS_VERSION, Config, GitHub
 from daemon.http.api import MetricsCache
 from daemon.limits import MAX_AGENTS, Exported
+from daemon.lineblocks import AGENTS_PER_BLOCK
 from daemon.metrics import (
-    AGENTS_PER_BLOCK,
     CONTENT_TYPE,
     SnapshotRenderer,
     benchmark_metric,
@@ -424,7 +424,7 @@ def test_incremental_renderer_is_byte_identical_and_renders_only_changed_agents(
 
 
 
-#: Enough agents for two of the renderer's blocks in each window (daemon.metrics.AGENTS_PER_BLOCK).
+#: Enough agents for two of the renderer's blocks in each window (daemon.lineblocks.AGENTS_PER_BLOCK).
 MANY = 70
 
 
