@@ -11,10 +11,9 @@ its unchanged agents' lines out of the old blocks and writes only the rest.
 from __future__ import annotations
 
 import itertools
-import operator
 from array import array
 from collections.abc import Callable, Sequence
-from operator import itemgetter
+from operator import is_, itemgetter
 from typing import NamedTuple
 
 from scorers.score import AgentResult
@@ -62,7 +61,7 @@ def reblock(old: Sequence[Block], agents: tuple[str, ...], results: tuple[AgentR
     for k, lo in enumerate(range(0, len(agents), AGENTS_PER_BLOCK)):
         names, objects = agents[lo:lo + AGENTS_PER_BLOCK], results[lo:lo + AGENTS_PER_BLOCK]
         same = k < len(old) and old[k].agents == names
-        if same and all(map(operator.is_, old[k].results, objects)):
+        if same and all(map(is_, old[k].results, objects)):
             out.append(old[k])
             continue
         if not same and not where:

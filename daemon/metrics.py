@@ -16,9 +16,9 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from collectors.evals import HONESTY_FIELDS
 from collectors.records import EvalReport
@@ -388,10 +388,9 @@ class SnapshotRenderer:
 
     def __init__(self) -> None:
         self._blocks: dict[str, list[Block]] = {}
-        self._weights: tuple[WeightRows, bytes] = ((), b"")
-        self._labels: tuple[LabelRows, bytes] = ((), b"")
-        #: (the queue's open reviews by agent and the exported agents they were written for, their lines)
-        self._reviews: tuple[object, bytes] = (object(), b"")
+        #: Per family written from rows of one sample per agent or so (weights, labels, reviews): the rows of the
+        #: last body and their lines.
+        self._rows: dict[str, tuple[tuple[Any, ...], bytes]] = {}
         #: Per-agent renders the last call did (the others were reused): a figure for tests and the bench.
         self.rendered = 0
 
@@ -422,25 +421,22 @@ class SnapshotRenderer:
         config = snapshot.config
         rows = (("", config.weights_active, config.weights_versions[config.weights_active]),
                 *((agent, first[agent].weights_version, first[agent].weights) for agent in listed))
-        if rows != self._weights[0]:  # one sample per agent too: written again only when an agent's changes
-            weights = _Lines()
-            weight_samples(weights, rows)
-            self._weights = (rows, "".join(weights.lines["honesty_weights_info"]).encode())
-        reused["honesty_weights_info"] = (self._weights[1],)
+        reused["honesty_weights_info"] = self._lines_of("honesty_weights_info", rows, weight_samples)
         none = LabelTally()
         labelled = tuple((agent, (t := snapshot.labels.get(agent, none)).up, t.down) for agent in listed)
-        if labelled != self._labels[0]:
-            lines = _Lines()
-            label_samples(lines, labelled)  # one row per agent: written again only when a count changes
-            self._labels = (labelled, "".join(lines.lines.get("honesty_labels", ())).encode())
-        reused["honesty_labels"] = (self._labels[1],)
-        shown = (None if snapshot.reviews is None else dict(snapshot.reviews.open), snapshot.exported)  # (a copy)
-        if shown != self._reviews[0]:  # one sample per agent with a review: written again when a count changes
-            lines = _Lines()
-            review_samples(lines, review_rows(snapshot))
-            self._reviews = (shown, "".join(lines.lines.get("honesty_reviews_open", ())).encode())
-        reused["honesty_reviews_open"] = (self._reviews[1],)
+        reused["honesty_labels"] = self._lines_of("honesty_labels", labelled, label_samples)
+        reused["honesty_reviews_open"] = self._lines_of("honesty_reviews_open", review_rows(snapshot), review_samples)
         return self._join([*DECLARED, *fresh.extra.values()], fresh.lines, reused)
+
+    def _lines_of(self, name: str, rows: tuple[Any, ...], samples: Callable[[Sink, Any], None]) -> tuple[bytes]:
+        """The family ``name``'s lines written by ``samples`` from ``rows`` (one sample per agent or so): the last
+        body's while the rows are equal, which is most snapshots."""
+        kept = self._rows.get(name)
+        if kept is None or kept[0] != rows:
+            lines = _Lines()
+            samples(lines, rows)
+            kept = self._rows[name] = (rows, "".join(lines.lines.get(name, ())).encode())
+        return (kept[1],)
 
     @staticmethod
     def _agent_lines(window: str, a: AgentResult) -> AgentLines:

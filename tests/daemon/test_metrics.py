@@ -423,7 +423,6 @@ def test_incremental_renderer_is_byte_identical_and_renders_only_changed_agents(
     assert renderer.rendered == 2
 
 
-
 #: Enough agents for two of the renderer's blocks in each window (daemon.lineblocks.AGENTS_PER_BLOCK).
 MANY = 70
 
@@ -469,6 +468,7 @@ def test_blocks_of_many_agents_follow_every_change_byte_for_byte(steps: list[tup
         written = {k: a for k, a in current.items() if f"agent-{k[1]:03d}" in exported}
         assert renderer.rendered == sum(shown.get(k) is not a for k, a in written.items())
         shown = written
+
 
 #: Values whose text the Go client's format writes in every way it has: exponent, plain, tiny, huge, negative zero.
 EDGE_VALUES = (0.0, -0.0, 1.0, 7, 1e-7, 0.123456789012345, 999999.5, 1234567.0, 123456789.5, 2.0**53, 1e22,
