@@ -143,7 +143,7 @@ class LiveFeed:
                 self.model.add_labels(gcpolicy.frozen_as_read(labels, freeze_every))
                 self.model.add_checks(c for c in store.checks_since(0) if c.seq <= marks[2])
                 self.model.put_links(store.links())
-                self.model.put_files(store.file_entries())
+                self.model.put_files(store.file_entries_read())
                 if reader is not None:
                     coldread.share(reader, marks[0], read_here, keep)
                     log.info("a cold load: %d of its rows read on a second core", reader.rows)

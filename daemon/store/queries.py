@@ -78,13 +78,19 @@ class Queries(Connection):
 
     def file_entries(self) -> dict[str, FileEntry]:
         """The file index as scorer records (created, modifications, deletion), by canonical path."""
+        return {entry.path: entry for entry in self.file_entries_read()}
+
+    def file_entries_read(self) -> Iterator[FileEntry]:
+        """The entries of :meth:`file_entries`, read as they are iterated: a load keeps each entry's path and times
+        and drops the rest, and rows of every column, all held until the end, would leave their space freed among
+        what it keeps (docs/performance.md, round 23)."""
         changes: dict[str, list[datetime]] = {}
         for path, at in self.conn.execute("SELECT path, at_us FROM file_changes ORDER BY path, at_us"):
             changes.setdefault(path, []).append(from_us(at))
-        return {
-            row.path: FileEntry(row.path, row.created, tuple(changes.get(row.path, ())), row.deleted)
-            for row in self.index_rows().values() if row.canonical is None
-        }
+        canonical = "" if self._before_009() else " WHERE canonical IS NULL"  # no names through symlinks before 009
+        for path, created, deleted in self.conn.execute(f"SELECT path, created_us, deleted_us FROM files{canonical}"):
+            yield FileEntry(path, from_us(created), tuple(changes.get(path, ())),
+                            from_us(deleted) if deleted is not None else None)
 
     def file_entry(self, path: str) -> FileEntry | None:
         """One path's file-index entry as scorer record, or None (a name through a symlink has none)."""

@@ -211,10 +211,11 @@ class Indexing(ModelState):
         # The path as the table holds it, where a record has it (a Markdown decision's document, a log).
         self._put_file(self._table.strings.get(path, path), None if entry is None else FileState.of(entry))
 
-    def put_files(self, entries: Mapping[str, FileEntry]) -> None:
-        """:meth:`put_file` of every entry of ``entries`` (a load: the store's whole index)."""
+    def put_files(self, entries: Iterable[FileEntry]) -> None:
+        """:meth:`put_file` of every entry of ``entries`` (a load: the store's whole index, each entry dropped once
+        its state is made)."""
         strings = self._table.strings
-        states = {strings.get(path, path): FileState.of(entry) for path, entry in entries.items()}
+        states = {strings.get(e.path, e.path): FileState.of(e) for e in entries}
         if self._fresh:  # nothing is indexed yet that a file could touch: the index alone takes them
             self._files.put_all(states)
             return

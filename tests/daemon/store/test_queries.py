@@ -172,3 +172,33 @@ def test_a_path_belongs_to_the_first_source_whose_glob_matches_it() -> None:
     assert source_of(Config().globs, "findings/f.md") == "findings"
     assert source_of(Config().globs, "README.md") is None
     assert SOURCES[1:3] == LOGS[:2] and SOURCES[0] == LOGS[2] == "reviews"
+
+
+@pytest.mark.parametrize("last", ["008_store_id", "015_citations_keep_only_their_key"])
+def test_the_file_index_is_read_row_by_row_from_a_store_of_any_version(tmp_path: Path, last: str) -> None:
+    """``file_entries_read`` (what a load puts in the model, an entry at a time) gives an entry per canonical file with
+    its creation, deletion and modifications, in the order ``file_entries`` holds them; a store an older honestyd
+    left (before migration 009: no names through symlinks), opened read-only, is read as that version read it."""
+    from collectors.records import FileEntry
+    from collectors.rfc3339 import to_us
+    from tests.helpers import store_as_of
+
+    db = tmp_path / "old.db"
+    conn = store_as_of(db, last)
+    rows = [("a.md", T0, None), ("b.md", T0 + timedelta(hours=1), T0 + timedelta(hours=3)), ("c.jsonl", T0, None)]
+    names = "path, created_us, deleted_us, mtime_ns, size, sha, front_matter"
+    for path, created, deleted in rows:
+        conn.execute(f"INSERT INTO files ({names}) VALUES (?, ?, ?, 0, 0, 'x', 0)",
+                     (path, to_us(created), None if deleted is None else to_us(deleted)))
+    if last != "008_store_id":  # a name through a symlink: no entry of its own
+        conn.execute(f"INSERT INTO files ({names}, canonical) VALUES ('link.md', 0, NULL, 0, 0, 'x', 0, 'a.md')")
+    conn.execute("INSERT INTO file_changes (path, at_us) VALUES ('c.jsonl', ?), ('c.jsonl', ?)",
+                 (to_us(T0 + timedelta(hours=2)), to_us(T0 + timedelta(hours=1))))
+    conn.execute("COMMIT")
+    conn.close()
+    with Store.open(db, readonly=True) as reader:
+        read = list(reader.file_entries_read())
+        assert read == [FileEntry("a.md", T0),
+                        FileEntry("b.md", T0 + timedelta(hours=1), (), T0 + timedelta(hours=3)),
+                        FileEntry("c.jsonl", T0, (T0 + timedelta(hours=1), T0 + timedelta(hours=2)))]
+        assert reader.file_entries() == {e.path: e for e in read}
