@@ -37,6 +37,9 @@ Key = tuple[int, str, int, int]
 MADE_HELD = 4096
 #: Raw shapes and citation lists remembered while rows are read (a text repeated nearby is reduced once).
 RAW_HELD = 8192
+#: Sources remembered while rows are read: every log's (a heartbeat's rows interleave those of all agents), not a
+#: Markdown file's each (a key kept per file until the read ends was space freed among what the load keeps).
+SOURCES_HELD = 4096
 #: A table of shared values is written again without those no record names once it holds more than twice as many
 #: as are named, and at least this many (see :meth:`Table.vacuum`).
 VACUUM_FROM = 1024
@@ -193,6 +196,8 @@ class Table:
             key = (r[3], kind, r[5])
             source = sources.get(key)
             if source is None:
+                if len(sources) >= SOURCES_HELD:
+                    sources.clear()
                 source = sources[key] = self.source_of(*key)
             if line and kind not in decision_kinds:
                 yield self.add(r[1], r[2], source, line, None, 0, self._stub_shape(r[14]))

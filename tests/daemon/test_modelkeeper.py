@@ -76,15 +76,16 @@ def test_ids_let_go_leave_ram_and_a_late_duplicate_of_one_still_loses(tmp_path: 
 
 
 
-@pytest.mark.parametrize("held", [3, table.RAW_HELD])
+@pytest.mark.parametrize(("held", "sources"), [(3, 2), (table.RAW_HELD, table.SOURCES_HELD)])
 def test_a_load_makes_from_the_rows_the_records_the_events_would_make(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                       held: int) -> None:
+                                                                       held: int, sources: int) -> None:
     """LiveFeed.load builds the model's records straight from the store's rows (no Event per row in between): each is
     the record the model makes of the event the store reads (``_slim``), decisions with equal shapes, citations or
     agents share one object, and the model holds the same shared values. The raw shapes remembered along the way are
-    forgotten every few rows (``held`` 3), or never here; a log rewritten in place holds its texts again under a new
-    generation (a raw shape differing in that alone is another shape)."""
+    forgotten every few rows (``held`` 3), or never here, and so are the sources (``sources`` 2); a log rewritten in
+    place holds its texts again under a new generation (a raw shape differing in that alone is another shape)."""
     monkeypatch.setattr(table, "RAW_HELD", held)
+    monkeypatch.setattr(table, "SOURCES_HELD", sources)
     root = tmp_path / "state"
     now = simulate(5, root, agents=3, days=2).end
     with Store.open(tmp_path / "honestyd.db") as store:
