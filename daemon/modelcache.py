@@ -274,6 +274,7 @@ def _array(typecode: str, data: bytearray) -> array[Any]:
     """An array of ``typecode`` holding ``data`` (how :class:`_ModelPickler` writes one)."""
     out = array(typecode)
     out.frombytes(data)
+    data.clear()  # the unpickler's memo holds ``data`` until the whole file is read: the model's columns twice
     return out
 
 

@@ -102,11 +102,16 @@ class Table:
         self._made: dict[int, Event] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__ if name not in ("_made", "strings")}
+        state = {name: getattr(self, name) for name in self.__slots__ if name not in ("_made", "strings")}
+        # The sources as three columns (the unpickler's memo would keep a tuple per Source read until the end).
+        state["sources"] = tuple(map(list, zip(*self.sources.values, strict=True)))
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        columns = state.pop("sources")
         for name, value in state.items():
             setattr(self, name, value)
+        self.sources = Interned(list(map(Source._make, zip(*columns, strict=True))))
         self._made, self.strings = {}, {}
 
     def __len__(self) -> int:

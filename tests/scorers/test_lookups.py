@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import pickle
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
@@ -103,6 +104,36 @@ def test_putting_many_entries_at_once_makes_the_index_one_by_one_would(
     at_once.put_all(states)
     assert at_once.files == one_by_one.files
     assert at_once.created_us == one_by_one.created_us and at_once.created_paths == one_by_one.created_paths
+
+
+# Entries by path: (created, deleted or None, modifications), in hours from T0.
+_entries = st.dictionaries(st.sampled_from(["a.md", "b.md", "docs/c.md", "é.md"]) | st.text(max_size=4),
+                           st.tuples(st.integers(-3, 3), st.none() | st.integers(-3, 5),
+                                     st.lists(st.integers(-3, 6), max_size=3)), max_size=8)
+
+
+@given(_entries)
+def test_a_pickled_file_index_reads_back_entry_for_entry(entries: dict[str, tuple[int, int | None, list[int]]]
+                                                         ) -> None:
+    """A file index pickled (the model cache holds it as columns) reads back with every entry's creation, deletion
+    and modifications (the shared empty sequence where there are none), in the same order, the creation columns and
+    the symlinks: and answers as the original does."""
+    def at(h: int) -> datetime:
+        return T0 + timedelta(hours=h)
+
+    index = FileIndex.of({p: FileEntry(p, at(c), tuple(map(at, m)), None if d is None else at(d))
+                          for p, (c, d, m) in entries.items()}, {"link.md": "a.md"})
+    copy = pickle.loads(pickle.dumps(index))
+
+    def held(i: FileIndex) -> list[tuple[str, datetime, datetime | None, list[int], bool]]:
+        return [(p, f.created, f.deleted, list(f.modified), f.modified is NO_MODIFICATIONS) for p, f in i.files.items()]
+
+    assert held(copy) == held(index)
+    assert copy.created_us == index.created_us and copy.created_paths == index.created_paths
+    for path in [*entries, "link.md"]:
+        for a, b in [(-4, 0), (0, 2), (2, 7)]:
+            assert copy.exists(path, at(b), at(7)) == index.exists(path, at(b), at(7))
+            assert copy.changed_in(path, at(a), at(b), at(7)) == index.changed_in(path, at(a), at(b), at(7))
 
 
 def test_a_file_never_modified_holds_no_array() -> None:
