@@ -11,9 +11,8 @@ asked about it, so ``latest/runbook.md`` with ``latest → docs`` is the file ``
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
 
-from collectors.statedir import FileInfo, glob_regex
+from collectors.statedir import Files, glob_regex
 
 #: A link's canonical location → the canonical path it resolves to ("" for the root itself), or None.
 Links = Mapping[str, str | None]
@@ -121,16 +120,16 @@ def other_names(links: LinkMap, path: str, globs: Sequence[str]) -> list[str]:
     return sorted(found)
 
 
-def named_entries(files: Sequence[FileInfo], links: LinkMap, globs: Sequence[str]) -> list[FileInfo]:
+def named_entries(files: Files, links: LinkMap, globs: Sequence[str]) -> Files:
     """What a pass reads, in read order: every canonical file, and every further name of one that a source glob
     matches (a log ``heartbeats/b.jsonl → ../data/x.jsonl`` is still a heartbeat log; ``briefs → drafts`` makes
     ``drafts/x.md`` a brief as ``briefs/x.md``). Such a name keeps its file's ``canonical`` and ``abspath``: it is
     read through the canonical path, which no symlink can re-point out of the root between the walk and the read.
     """
     if not links:
-        return list(files)
-    out = list(files)
-    for f in files:
-        out.extend(replace(f, path=name) for name in other_names(links, f.path, globs))
-    out.sort(key=lambda f: f.path)
-    return out
+        return files
+    named = [(path, i) for i, path in enumerate(files.paths)]
+    for i in range(len(files)):
+        named.extend((name, i) for name in other_names(links, files.canonical(i), globs))
+    named.sort()
+    return files.taken([i for _, i in named], [name for name, _ in named])

@@ -30,12 +30,13 @@ import subprocess
 import sys
 import threading
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from collectors.statedir import FileInfo, OnError, Tree, walk_tree
+from collectors.statedir import Column, Files, OnError, Tree, walk_tree
 
 log = logging.getLogger("honestyd")
 
@@ -43,8 +44,6 @@ log = logging.getLogger("honestyd")
 WALK_AHEAD_FROM = 16 << 20
 #: How long a scan waits for the child's answer before it walks the root itself.
 TAKE_WAIT_S = 30.0
-#: A file's fields in the child's answer, in FileInfo's order (one column each).
-_FIELDS = ("path", "abspath", "mtime_ns", "size", "dev", "ino", "canonical", "ctime_ns")
 #: Each answer's length, before it.
 _LENGTH = struct.Struct("<Q")
 
@@ -90,9 +89,10 @@ class WalkAhead:
         try:
             data = self._frame()
             self._decode.wait()
-            columns, links, errors = marshal.loads(data)
+            paths, columns, links, errors = marshal.loads(data)
             del data
-            files = list(map(FileInfo, *columns))  # no tuple per file on the way: the model's memory is beside it
+            # Columns as they came (no object per file: the model's memory is beside it).
+            files = Files(str(self.root), paths, [_decoded(column) for column in columns])
             failed = [(rel, OSError(code, text)) for rel, code, text in errors]
             self._walked.set_result(Walked(Tree(files, links), failed, self.at, self.at_ns))
         except BaseException as exc:  # taken by take(): the scan walks itself
@@ -208,33 +208,45 @@ def changed(before: Tree, after: Tree) -> list[str] | None:
         return None
     out: list[str] = []
     old, new = before.files, after.files
+    old_paths, new_paths = old.paths, new.paths
     i = j = 0
     while i < len(old) or j < len(new):  # both in path order (walk_tree)
-        if j == len(new) or (i < len(old) and old[i].path < new[j].path):
-            out.append(old[i].path)  # gone
+        if j == len(new) or (i < len(old) and old_paths[i] < new_paths[j]):
+            out.append(old_paths[i])  # gone
             i += 1
-        elif i == len(old) or new[j].path < old[i].path:
-            out.append(new[j].path)  # added
+        elif i == len(old) or new_paths[j] < old_paths[i]:
+            out.append(new_paths[j])  # added
             j += 1
         else:
-            if old[i] != new[j]:
-                out.append(new[j].path)
+            if old.stats(i) != new.stats(j):
+                out.append(new_paths[j])
             i += 1
             j += 1
     return out
 
 
 def answer(root: Path) -> tuple[bytes, Tree]:
-    """The child's first answer for ``root`` (its files' fields column by column, its symlinks and its errors,
-    marshalled), and the walk it is made of."""
+    """The child's first answer for ``root`` (its files' paths, their stat fields column by column, its symlinks and
+    its errors, marshalled), and the walk it is made of."""
     errors: list[tuple[str, int, str]] = []
 
     def failed(rel: str, exc: OSError) -> None:
         errors.append((rel, exc.errno if exc.errno is not None else errno.EIO, exc.strerror or str(exc)))
 
     tree = walk_tree(root, on_error=failed)
-    columns = [[getattr(f, name) for f in tree.files] for name in _FIELDS]
-    return marshal.dumps((columns, tree.links, errors)), tree
+    columns = [(column.typecode, column.tobytes()) if isinstance(column, array) else column
+               for column in tree.files.columns]
+    return marshal.dumps((tree.files.paths, columns, tree.links, errors)), tree
+
+
+def _decoded(column: tuple[str, bytes] | list[int]) -> Column:
+    """A column of :func:`answer`'s, as the walk held it."""
+    if isinstance(column, list):
+        return column
+    typecode, data = column
+    out = array(typecode)
+    out.frombytes(data)
+    return out
 
 
 def _send(data: bytes) -> None:

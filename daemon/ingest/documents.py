@@ -8,13 +8,14 @@ changed one has its decision (or report, or reject) replaced in the same transac
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 
 from collectors.evals import parse_eval
 from collectors.markdown import decode, front_matter_ts, parse_markdown
 from collectors.records import Event, Label, Reject
 from collectors.safeopen import RefusedFile
-from collectors.statedir import FileInfo
-from daemon.ingest.fingerprint import fingerprint_of, stat_key, stored_key, trusted, unchanged
+from collectors.statedir import FileInfo, Files
+from daemon.ingest.fingerprint import fingerprint_of, stat_key_at, stored_key, trusted, unchanged
 from daemon.ingest.index import FileIndex
 from daemon.ingest.state import IngestStats
 from daemon.skips import vanished
@@ -69,18 +70,20 @@ class Documents(FileIndex):
                     self._count(stats, source, 1)
         return stats
 
-    def _unchanged_paths(self, entries: list[FileInfo]) -> set[str]:
-        """The paths of a scan's ``entries`` read whole (in path order) that their rows say are unchanged: one read of
-        the index in path order beside them, instead of a query per file."""
+    def _unchanged_paths(self, files: Files, read_whole: Iterable[int]) -> set[str]:
+        """The paths of the scan's ``files`` at ``read_whole`` (in path order) that their rows say are unchanged: one
+        read of the index in path order beside them, instead of a query per file."""
         found: set[str] = set()
         rows = self.store.stats_in_order()
         row = next(rows, None)
-        for info in entries:
-            while row is not None and row[0] < info.path:
+        for i in read_whole:
+            path = files.paths[i]
+            while row is not None and row[0] < path:
                 row = next(rows, None)
-            if row is not None and row[0] == info.path and stored_key(row) == stat_key(
-                    info, None if info.path == info.canonical else info.canonical):
-                found.add(info.path)
+            if row is not None and row[0] == path:
+                canonical = files.canonical(i)
+                if stored_key(row) == stat_key_at(files, i, None if path == canonical else canonical):
+                    found.add(path)
         for _ in rows:  # read to the end: no statement left open
             pass
         return found

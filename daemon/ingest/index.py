@@ -59,14 +59,16 @@ class FileIndex(IngestState):
 
     def _forget_missing(self, seen: set[str]) -> IngestStats:
         stats = IngestStats()
-        for path, canonical in self.store.live_paths():
-            if path not in seen and not self.unreadable.hides(path):
-                stats.merge(self._delete(path))
-                if canonical is None and self._links.resolve(path) != path:
-                    # Its directory is a symlink now: the path names another file, and is no entry of its own.
-                    with self.store.transaction():
-                        self.store.remove_file(path)
-                    self._rows.pop(path, None)
+        hides = self.unreadable.hides
+        gone = [(path, canonical) for path, canonical in self.store.live_paths()
+                if path not in seen and not hides(path)]
+        for path, canonical in gone:
+            stats.merge(self._delete(path))
+            if canonical is None and self._links.resolve(path) != path:
+                # Its directory is a symlink now: the path names another file, and is no entry of its own.
+                with self.store.transaction():
+                    self.store.remove_file(path)
+                self._rows.pop(path, None)
         return stats
 
     def _delete(self, path: str) -> IngestStats:

@@ -65,17 +65,19 @@ class Ingester(Documents, LogTailing):
                     self.store.put_links(tree.links)
                 self._links = links
             entries = named_entries(tree.files, links, self._globs())
-            sources = routes(self.config.globs, (e.path for e in entries))
-            self._logs = {e.canonical for e, source in zip(entries, sources, strict=True) if source in LOGS}
+            paths = entries.paths
+            sources = routes(self.config.globs, paths)
+            self._logs = {entries.canonical(i) for i, source in enumerate(sources) if source in LOGS}
+            # A FileInfo only for a file that is read: the rest are told unchanged from the walk's columns.
             self._unchanged = unchanged = self._unchanged_paths(
-                [e for e, source in zip(entries, sources, strict=True) if read_whole(source, e.path)])
-            for info, source in zip(entries, sources, strict=True):
-                seen.add(info.path)
-                if info.path in unchanged:  # read whole, and as its row recorded it: nothing to read or write
+                entries, (i for i, source in enumerate(sources) if read_whole(source, paths[i])))
+            for i, (path, source) in enumerate(zip(paths, sources, strict=True)):
+                seen.add(path)
+                if path in unchanged:  # read whole, and as its row recorded it: nothing to read or write
                     stats.files += 1
-                    unreadable.read(info.path)
+                    unreadable.read(path)
                 else:
-                    stats.merge(self._ingest_as(info, source, observed))
+                    stats.merge(self._ingest_as(entries[i], source, observed))
             self._record_fingerprints()
             # Logs that vanished from their glob may have been rotated away: drain them. What a folder that cannot
             # be listed holds is not gone: it is neither drained nor deleted.

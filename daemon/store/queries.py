@@ -52,10 +52,10 @@ class Queries(Connection):
             "SELECT path, deleted_us IS NULL AND sha IS NOT NULL, canonical, size, mtime_ns, ctime_ns, dev, ino,"
             " seen_ns FROM files ORDER BY path"))
 
-    def live_paths(self) -> list[tuple[str, str | None]]:
-        """(path, canonical) of every stored row not deleted: what a scan may find gone (the writer's store: migrated).
-        """
-        return self.conn.execute("SELECT path, canonical FROM files WHERE deleted_us IS NULL").fetchall()
+    def live_paths(self) -> Iterator[tuple[str, str | None]]:
+        """(path, canonical) of every stored row not deleted: what a scan may find gone (the writer's store: migrated),
+        read as it is iterated (a row at a time, not every file's at once): take them all before writing."""
+        return iter(self.conn.execute("SELECT path, canonical FROM files WHERE deleted_us IS NULL"))
 
     def index_rows_get(self, path: str) -> IndexRow | None:
         """The stored file-index state of one path."""
