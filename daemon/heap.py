@@ -12,6 +12,9 @@ back. A start frees such blocks early (the catch-up scan's lists and sets) while
 them, so the heap kept the freed space at its peak. A fixed threshold keeps big blocks in pages of their own (given
 back when freed, grown by ``mremap``). The peak each saves is in docs/performance.md. A setting in the environment
 (``MALLOC_ARENA_MAX``, ``MALLOC_MMAP_THRESHOLD_``) wins: glibc read it at start, and it is left alone.
+
+Blocks under the threshold freed below ones still held stay resident: :func:`trim` gives their pages back, for the
+daemon to call after a burst of them (the first ``/metrics`` render, which follows the model's first evaluation).
 """
 
 from __future__ import annotations
@@ -30,17 +33,36 @@ MMAP_THRESHOLD = 128 * 1024
 SETTINGS = ((M_ARENA_MAX, 1, "MALLOC_ARENA_MAX"), (M_MMAP_THRESHOLD, MMAP_THRESHOLD, "MALLOC_MMAP_THRESHOLD_"))
 
 
-def _glibc_mallopt() -> Callable[[int, int], int] | None:
-    """glibc's ``mallopt``, or None on another C library (musl has none) or without ctypes' libc."""
+def _glibc(function: str, argtypes: tuple[type[ctypes._SimpleCData[int]], ...]) -> Callable[..., int] | None:
+    """glibc's ``function`` (returning an int), or None on another C library (musl has no ``mallopt``) or without
+    ctypes' libc."""
     name = ctypes.util.find_library("c")
     if name is None:
         return None
     try:
-        mallopt = ctypes.CDLL(name).mallopt
+        found = getattr(ctypes.CDLL(name), function)
     except (OSError, AttributeError):
         return None
-    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return mallopt
+    found.argtypes, found.restype = argtypes, ctypes.c_int
+    return found  # type: ignore[no-any-return]
+
+
+def _glibc_mallopt() -> Callable[[int, int], int] | None:
+    """glibc's ``mallopt``, or None (see :func:`_glibc`)."""
+    return _glibc("mallopt", (ctypes.c_int, ctypes.c_int))
+
+
+def _glibc_malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or None (see :func:`_glibc`)."""
+    return _glibc("malloc_trim", (ctypes.c_size_t,))
+
+
+def trim(malloc_trim: Callable[[], Callable[[int], int] | None] = _glibc_malloc_trim) -> bool:
+    """Give the pages of the heap's free blocks back to the system (glibc's ``malloc_trim(0)``, which also releases
+    free pages below blocks still held); True when some were. Takes the arena's lock for a walk of its free blocks:
+    call it after a burst, not per request."""
+    call = malloc_trim()
+    return call is not None and call(0) == 1
 
 
 def settle(environ: Mapping[str, str] | None = None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Callable
 from concurrent.futures import Executor
 from datetime import datetime
 from typing import Any
@@ -18,6 +19,7 @@ from aiohttp import web
 
 from collectors.jsonl import LABEL_VALUES
 from collectors.rfc3339 import TimestampError, format_ts, parse_ts
+from daemon import heap
 from daemon.http import openapi
 from daemon.http.backend import BACKEND, Backend
 from daemon.http.handling import (
@@ -40,6 +42,10 @@ from scorers.audit import audit_rows, audit_summary
 from scorers.history import history_points
 from scorers.score import AgentResult, WindowResult, to_json
 
+#: Agents' lines written by one render from which the heap is trimmed after it: a fleet's first render (a render after
+#: an append writes the few agents it changed).
+TRIM_AFTER = 256
+
 
 class MetricsCache:
     """The ``/metrics`` body, rendered once per snapshot instead of once per scrape, and incrementally.
@@ -50,13 +56,18 @@ class MetricsCache:
     :class:`~daemon.metrics.SnapshotRenderer` re-renders only the agents whose results changed since the last body.
     With an ``executor`` the render runs there, not on the event loop: a 1,000-agent body takes milliseconds to join,
     which /healthz and every other request would wait out (more while audits hold the GIL).
+
+    A render that wrote at least ``trim_after`` agents' lines (the first, at a daemon's start, or after a reload) left
+    a burst of blocks freed below what the model holds: ``trim`` gives their pages back (daemon/heap.py).
     """
 
-    def __init__(self, executor: Executor | None = None) -> None:
+    def __init__(self, executor: Executor | None = None, *, trim_after: int = TRIM_AFTER,
+                 trim: Callable[[], bool] = heap.trim) -> None:
         from daemon.metrics import SnapshotRenderer
 
         self.executor = executor
         self.renderer = SnapshotRenderer()
+        self.trim_after, self.trim = trim_after, trim
         #: (snapshot, its body) of the last render; first, a token no backend holds (no snapshot, None, is one).
         self.latest: tuple[object, bytes] = (object(), b"")
         self._pending: tuple[Snapshot | None, asyncio.Future[bytes]] | None = None
@@ -67,6 +78,8 @@ class MetricsCache:
         with self._lock:
             if self.latest[0] is not snap:
                 self.latest = (snap, self.renderer.exposition(snap))
+                if self.renderer.rendered >= self.trim_after:
+                    self.trim()
             return self.latest[1]
 
     async def get(self, backend: Backend) -> tuple[bytes, str]:

@@ -23,7 +23,8 @@ from daemon.simulate import simulate
 from daemon.store import Store
 
 #: A child that answers with no files and one error, as a walk that met a folder it may not list.
-_ONE_ERROR = ("import marshal, struct, sys; d = marshal.dumps(([], [[]] * 5, {}, [('briefs', 13, 'Permission denied')]));"
+_ONE_ERROR = ("import marshal, struct, sys;"
+              " d = marshal.dumps(([], [[]] * 5, {}, [('briefs', 13, 'Permission denied')]));"
               " sys.stdout.buffer.write(struct.pack('<Q', len(d)) + d)")
 
 

@@ -67,3 +67,26 @@ def test_this_host_s_glibc_keeps_big_blocks_in_pages_of_their_own() -> None:
     assert heap._glibc_mallopt() is not None
     assert _own_pages_after_a_big_free("settle") == 1
     assert _own_pages_after_a_big_free("default") == 0
+
+
+#: In a fresh process: 64 KiB blocks on the heap (under the threshold), all freed but the last (so the heap's top
+#: stays held and only the pages below it can go back), then the resident size before and after ``heap.trim``.
+_TRIM_PROBE = """
+import sys
+from daemon import heap
+heap.settle({})
+def rss():
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS"))
+blocks = [bytes(64 << 10) for _ in range(2000)]
+last = blocks.pop()
+del blocks
+before = rss()
+print(heap.trim(), before - rss())
+"""
+
+
+def test_trim_gives_back_the_pages_of_blocks_freed_below_one_still_held() -> None:
+    out = subprocess.run([sys.executable, "-c", _TRIM_PROBE], capture_output=True, text=True, check=True)
+    trimmed, freed_kb = out.stdout.split()
+    assert trimmed == "True" and int(freed_kb) > 64_000  # of the ~128 MB freed (none without the trim)
+    assert not heap.trim(lambda: None)

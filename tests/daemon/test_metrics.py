@@ -187,6 +187,52 @@ def test_the_cache_renders_a_new_snapshot_once_on_its_executor() -> None:
     assert after == (_scrape(second), CONTENT_TYPE) and after[0] != again[0]
 
 
+
+def test_the_cache_trims_the_heap_after_a_render_that_wrote_many_agents_lines() -> None:
+    """The first render of a fleet writes every agent's lines and frees the blocks they were joined from: the heap is
+    trimmed then, not after a render of the same result objects, nor one that wrote fewer agents than the floor."""
+    from dataclasses import replace
+
+    first = _snapshot()
+    pairs = sum(len(w.agents) for w in first.windows.values())
+    trims: list[str] = []
+
+    def trim() -> bool:
+        trims.append("trim")
+        return True
+
+    cache = MetricsCache(trim_after=pairs, trim=trim)
+    body = cache.render(first)
+    assert trims == ["trim"] and cache.renderer.rendered == pairs
+    assert cache.render(first) is body and trims == ["trim"]  # the same snapshot: no render
+    cache.render(replace(first, at=first.at + timedelta(seconds=1)))  # a new one, the same results: nothing written
+    assert cache.renderer.rendered == 0 and trims == ["trim"]
+    w24 = first.windows["24h"]
+    one = replace(w24.agents["ada"], false_gaps=9)
+    cache.render(replace(first, windows={**first.windows, "24h": replace(w24, agents={**w24.agents, "ada": one})}))
+    assert cache.renderer.rendered == 1 and trims == ["trim"]
+
+
+def test_the_blocks_lines_are_held_once_as_views_of_the_body() -> None:
+    """After each render every block's lines are views of that render's body (the last body is let go with the
+    lines written for it), and the next render built from those views is still the reference's."""
+    from dataclasses import replace
+
+    renderer = SnapshotRenderer()
+    first = _snapshot(EVALS)
+    body = renderer.exposition(first)
+    blocks = [b for kept in renderer._blocks.values() for b in kept]
+    assert blocks and all(isinstance(part, memoryview) and part.obj is body for b in blocks for part in b.lines)
+    assert all(bytes(part) in body for b in blocks for part in b.lines)
+    w24 = first.windows["24h"]
+    one = replace(w24.agents["ada"], false_gaps=9)
+    second = replace(first, windows={**first.windows, "24h": replace(w24, agents={**w24.agents, "ada": one})})
+    again = renderer.exposition(second)
+    assert again == reference_exposition(second) and renderer.rendered == 1
+    assert all(isinstance(part, memoryview) and part.obj is again
+               for kept in renderer._blocks.values() for b in kept for part in b.lines)
+
+
 # --- scores
 
 
