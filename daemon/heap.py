@@ -20,7 +20,7 @@ daemon to call after a burst of them (the first ``/metrics`` render, which follo
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import os
 from collections.abc import Callable, Mapping
 
@@ -33,14 +33,13 @@ MMAP_THRESHOLD = 128 * 1024
 SETTINGS = ((M_ARENA_MAX, 1, "MALLOC_ARENA_MAX"), (M_MMAP_THRESHOLD, MMAP_THRESHOLD, "MALLOC_MMAP_THRESHOLD_"))
 
 
+@functools.cache
 def _glibc(function: str, argtypes: tuple[type[ctypes._SimpleCData[int]], ...]) -> Callable[..., int] | None:
-    """glibc's ``function`` (returning an int), or None on another C library (musl has no ``mallopt``) or without
-    ctypes' libc."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
+    """glibc's ``function`` (returning an int) from the symbols the process has loaded, or None on another C library
+    (musl has no ``malloc_trim``) or without ctypes. Looked up once: ``ctypes.util.find_library`` would run
+    ``ldconfig`` in a child process at every call."""
     try:
-        found = getattr(ctypes.CDLL(name), function)
+        found = getattr(ctypes.CDLL(None), function)
     except (OSError, AttributeError):
         return None
     found.argtypes, found.restype = argtypes, ctypes.c_int
