@@ -89,12 +89,10 @@ class WalkAhead:
         try:
             data = self._frame()
             self._decode.wait()
-            paths, columns, links, errors = marshal.loads(data)
+            tree, errors = decoded(data, self.root)
             del data
-            # Columns as they came (no object per file: the model's memory is beside it).
-            files = Files(str(self.root), paths, [_decoded(column) for column in columns])
             failed = [(rel, OSError(code, text)) for rel, code, text in errors]
-            self._walked.set_result(Walked(Tree(files, links), failed, self.at, self.at_ns))
+            self._walked.set_result(Walked(tree, failed, self.at, self.at_ns))
         except BaseException as exc:  # taken by take(): the scan walks itself
             with contextlib.suppress(OSError):
                 self.process.stdout.close()  # type: ignore[union-attr]
@@ -226,21 +224,36 @@ def changed(before: Tree, after: Tree) -> list[str] | None:
 
 
 def answer(root: Path) -> tuple[bytes, Tree]:
-    """The child's first answer for ``root`` (its files' paths, their stat fields column by column, its symlinks and
-    its errors, marshalled), and the walk it is made of."""
+    """The child's first answer for ``root`` (:func:`encoded`), and the walk it is made of."""
     errors: list[tuple[str, int, str]] = []
 
     def failed(rel: str, exc: OSError) -> None:
         errors.append((rel, exc.errno if exc.errno is not None else errno.EIO, exc.strerror or str(exc)))
 
     tree = walk_tree(root, on_error=failed)
+    return encoded(tree, errors), tree
+
+
+#: An error the walk met: (relative path, errno, message).
+Error = tuple[str, int, str]
+
+
+def encoded(tree: Tree, errors: list[Error]) -> bytes:
+    """A walk as the child sends it: its files' paths, their stat fields column by column (an array's bytes, or a
+    list), its symlinks and its errors, marshalled."""
     columns = [(column.typecode, column.tobytes()) if isinstance(column, array) else column
                for column in tree.files.columns]
-    return marshal.dumps((tree.files.paths, columns, tree.links, errors)), tree
+    return marshal.dumps((tree.files.paths, columns, tree.links, errors))
 
 
-def _decoded(column: tuple[str, bytes] | list[int]) -> Column:
-    """A column of :func:`answer`'s, as the walk held it."""
+def decoded(data: bytes, root: Path) -> tuple[Tree, list[Error]]:
+    """The walk of ``root`` that :func:`encoded` made ``data`` of, its columns as they came (no object per file: the
+    model's memory is beside it), and its errors."""
+    paths, columns, links, errors = marshal.loads(data)
+    return Tree(Files(str(root), paths, [_column(column) for column in columns]), links), errors
+
+
+def _column(column: tuple[str, bytes] | list[int]) -> Column:
     if isinstance(column, list):
         return column
     typecode, data = column
