@@ -213,6 +213,36 @@ def test_the_cache_trims_the_heap_after_a_render_that_wrote_many_agents_lines() 
     assert cache.renderer.rendered == 1 and trims == ["trim"]
 
 
+def test_a_body_of_many_chunks_is_served_whole_by_the_real_handler() -> None:
+    """/metrics on a real aiohttp server (the app's handler and cache): a body of several send chunks arrives whole,
+    as the renderer made it, with its length and content type."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from daemon.http.api import METRICS_CACHE, metrics
+    from daemon.http.backend import BACKEND
+    from daemon.http.handling import SEND_CHUNK
+
+    config = _config()
+    recs = records(*(ev(f"a{k}-{i}", t(-i - 1), agent=f"agent-{k:03d}", text="see https://x.org/a")
+                     for k in range(200) for i in range(5)))
+    snap = Snapshot(at=T0, config=config, windows={w: evaluate(recs, T0, w, config) for w in WINDOWS})
+    expected = _scrape(snap)
+    assert len(expected) > 2 * SEND_CHUNK
+
+    async def fetch() -> tuple[bytes, str, str | None]:
+        app = web.Application()
+        app[METRICS_CACHE] = MetricsCache()
+        app[BACKEND] = SimpleNamespace(snapshot=snap)  # type: ignore[assignment]
+        app.router.add_get("/metrics", metrics)
+        async with TestClient(TestServer(app)) as client:
+            resp = await client.get("/metrics")
+            return await resp.read(), resp.headers["Content-Type"], resp.headers.get("Content-Length")
+
+    body, content_type, length = asyncio.run(fetch())
+    assert body == expected and content_type == CONTENT_TYPE and length == str(len(expected))
+
+
 def test_the_blocks_lines_are_held_once_as_views_of_the_body() -> None:
     """After each render every block's lines are views of that render's body (the last body is let go with the
     lines written for it), and the next render built from those views is still the reference's."""
