@@ -5,15 +5,16 @@ agent's next family, and so on. Holding them as one ``bytes`` per (agent, window
 copy tens of thousands of small objects into the body. Here a window's agents are cut into blocks of
 :data:`AGENTS_PER_BLOCK`, each family's lines of a block joined once: a body is a join of a few parts per family, a
 block whose agents and results are the same objects as the last body's is reused whole, and a changed block takes
-its unchanged agents' lines out of the old blocks and writes only the rest. Once a body is joined, its blocks' lines
-are views of it (:meth:`Block.within`): the lines are held once, in the body, not a second time beside it.
+its unchanged agents' lines out of the old blocks and writes only the rest. A body is served as these parts, never
+joined (daemon/http/handling.py's ``send_parts``): the lines are held once, in the blocks, and a render holds no
+second body beside the last.
 """
 
 from __future__ import annotations
 
 import itertools
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from operator import is_, itemgetter
 from typing import NamedTuple
 
@@ -22,10 +23,8 @@ from scorers.score import AgentResult
 #: Agents per :class:`Block`: a render joins again only the blocks holding an agent whose result changed.
 AGENTS_PER_BLOCK = 64
 
-#: Encoded lines: written (bytes), or a view of the body they were last joined into.
-Lines = bytes | memoryview
-#: One agent's lines in one window, one per family (b"" for none).
-AgentLines = tuple[Lines, ...]
+#: One agent's lines in one window, a ``bytes`` per family (b"" for none), encoded.
+AgentLines = tuple[bytes, ...]
 
 
 class Block(NamedTuple):
@@ -35,7 +34,7 @@ class Block(NamedTuple):
     #: The result each agent's lines were written from (compared by identity).
     results: tuple[AgentResult, ...]
     #: Per family, the agents' lines in order.
-    lines: tuple[Lines, ...]
+    lines: tuple[bytes, ...]
     #: Per family, where each agent's lines end in ``lines`` (the first's start at 0).
     ends: tuple[array[int], ...]
 
@@ -43,11 +42,6 @@ class Block(NamedTuple):
         """The lines of the agent at ``j``, family by family."""
         return tuple(joined[(ends[j - 1] if j else 0):ends[j]]
                      for joined, ends in zip(self.lines, self.ends, strict=True))
-
-    def within(self, body: memoryview, starts: Mapping[int, int]) -> Block:
-        """This block with its lines as views of ``body``, the join they went into (``starts``: where each part of
-        the join starts, by the part's ``id``; a part twice in it has the same bytes at either place)."""
-        return self._replace(lines=tuple(body[(at := starts[id(part)]):at + len(part)] for part in self.lines))
 
 
 def block(agents: tuple[str, ...], results: tuple[AgentResult, ...], lines: Sequence[AgentLines],

@@ -14,7 +14,6 @@ The samples themselves come from the functions below (:func:`agent_samples`, :fu
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -26,7 +25,7 @@ from collectors.records import EvalReport
 from daemon import __version__
 from daemon.config import COMPONENTS
 from daemon.limits import Exported
-from daemon.lineblocks import AgentLines, Block, Lines, reblock
+from daemon.lineblocks import AgentLines, Block, reblock
 from daemon.snapshot import Counters, Snapshot
 from scorers.progress import LabelTally
 from scorers.score import AgentResult
@@ -34,6 +33,8 @@ from scorers.score import AgentResult
 #: The classic text format. Spelled out rather than imported because prometheus_client's
 #: ``CONTENT_TYPE_LATEST`` became 1.0.0 in 0.26, and the 0.0.4 constant is missing before 0.22.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: A body as its parts, in order (:meth:`SnapshotRenderer.parts`): what ``b"".join`` would make of them is served.
+Body = tuple[bytes, ...]
 
 _W = ("agent", "window")
 _C = ("agent", "window", "component")
@@ -397,10 +398,14 @@ class SnapshotRenderer:
 
     def exposition(self, snapshot: Snapshot | None) -> bytes:
         """The exposition of ``snapshot`` (text format 0.0.4); before the first evaluation only build info."""
+        return b"".join(self.parts(snapshot))
+
+    def parts(self, snapshot: Snapshot | None) -> Body:
+        """:meth:`exposition` as the parts it joins, in order: the blocks' lines themselves, the rest written now."""
         fresh = _Lines()
         if snapshot is None:
             build_info_sample(fresh)
-            return self._join([_FIXED["honesty_build_info"]], fresh.lines, {})[0]
+            return self._parts([_FIXED["honesty_build_info"]], fresh.lines, {})
         snapshot_samples(fresh, snapshot)
         self.rendered = 0
         blocks: dict[str, list[Block]] = {}
@@ -414,7 +419,7 @@ class SnapshotRenderer:
             self.rendered += written
         ordered = [b for window in snapshot.windows for b in blocks[window]]
         # Family by family, every agent's lines in window and agent order: a block's part each.
-        reused: dict[str, Iterable[Lines]] = {name: [b.lines[i] for b in ordered] for i, name in enumerate(_PER_AGENT)}
+        reused: dict[str, Iterable[bytes]] = {name: [b.lines[i] for b in ordered] for i, name in enumerate(_PER_AGENT)}
         # weight_rows and label_rows of the snapshot, from the agents just walked rather than from every window's
         # agents filtered again: the same rows, in a fraction of a render's time.
         listed = sorted(first)
@@ -426,12 +431,8 @@ class SnapshotRenderer:
         labelled = tuple((agent, (t := snapshot.labels.get(agent, none)).up, t.down) for agent in listed)
         reused["honesty_labels"] = self._lines_of("honesty_labels", labelled, label_samples)
         reused["honesty_reviews_open"] = self._lines_of("honesty_reviews_open", review_rows(snapshot), review_samples)
-        body, starts = self._join([*DECLARED, *fresh.extra.values()], fresh.lines, reused)
-        # The blocks' lines become views of the body (windows and agents gone from the snapshot are forgotten), and
-        # the last body's bytes, with the lines written for this one, are let go.
-        view = memoryview(body)
-        self._blocks = {window: [b.within(view, starts) for b in kept] for window, kept in blocks.items()}
-        return body
+        self._blocks = blocks  # windows and agents gone from the snapshot are forgotten
+        return self._parts([*DECLARED, *fresh.extra.values()], fresh.lines, reused)
 
     def _lines_of(self, name: str, rows: tuple[Any, ...], samples: Callable[[Sink, Any], None]) -> tuple[bytes]:
         """The family ``name``'s lines written by ``samples`` from ``rows`` (one sample per agent or so): the last
@@ -450,15 +451,14 @@ class SnapshotRenderer:
         return tuple("".join(lines.lines.get(name, ())).encode() for name in _PER_AGENT)
 
     @staticmethod
-    def _join(families: list[Family], fresh: Mapping[str, list[str]], reused: Mapping[str, Iterable[Lines]]
-              ) -> tuple[bytes, dict[int, int]]:
-        """The body, and where each of its parts starts in it, by the part's ``id``."""
-        # One join of the whole body: a family holds either fresh samples or reused ones, never both. The reused
-        # lines are kept encoded, so a render encodes only what it wrote (the body is megabytes at 1,000 agents).
-        parts: list[Lines] = []
+    def _parts(families: list[Family], fresh: Mapping[str, list[str]], reused: Mapping[str, Iterable[bytes]]) -> Body:
+        # A family holds either fresh samples or reused ones, never both. The reused lines are kept encoded, so a
+        # render encodes only what it wrote (the body is megabytes at 1,000 agents), and none is copied: the parts
+        # are sent as they are.
+        parts: list[bytes] = []
         for family in families:
             parts.append(_HEADER_BYTES.get(family.name) or _header(family).encode())
-            parts.append("".join(fresh.get(family.name, ())).encode())
+            if lines := fresh.get(family.name):
+                parts.append("".join(lines).encode())
             parts.extend(reused.get(family.name, ()))
-        starts = dict(zip(map(id, parts), itertools.accumulate(map(len, parts), initial=0), strict=False))
-        return b"".join(parts), starts
+        return tuple(parts)

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Executor
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -33,8 +33,8 @@ from daemon.http.handling import (
     json_response,
     limited_body,
     off_loop,
-    send_bytes,
     send_json,
+    send_parts,
     window_of,
 )
 from daemon.http.urls import agent_href
@@ -43,13 +43,17 @@ from scorers.audit import audit_rows, audit_summary
 from scorers.history import history_points
 from scorers.score import AgentResult, WindowResult, to_json
 
+if TYPE_CHECKING:
+    from daemon.metrics import Body
+
 #: Agents' lines written by one render from which the heap is trimmed after it: a fleet's first render (a render after
 #: an append writes the few agents it changed).
 TRIM_AFTER = 256
 
 
 class MetricsCache:
-    """The ``/metrics`` body, rendered once per snapshot instead of once per scrape, and incrementally.
+    """The ``/metrics`` body (as its parts: daemon/metrics.py's ``Body``), rendered once per snapshot instead of once
+    per scrape, and incrementally.
 
     The body is a pure function of the snapshot (see daemon/metrics.py: no I/O, no clock), and a snapshot is
     immutable and swapped in whole, so the same snapshot object always renders the same bytes: concurrent scrapes
@@ -59,7 +63,8 @@ class MetricsCache:
     which /healthz and every other request would wait out (more while audits hold the GIL).
 
     A render that wrote at least ``trim_after`` agents' lines (the first, at a daemon's start, or after a reload) left
-    a burst of blocks freed below what the model holds: ``trim`` gives their pages back (daemon/heap.py).
+    a burst of them freed below what the model holds, once joined into blocks: ``trim`` gives their pages back
+    (daemon/heap.py).
     """
 
     def __init__(self, executor: Executor | None = None, *, trim_after: int = TRIM_AFTER,
@@ -70,20 +75,20 @@ class MetricsCache:
         self.renderer = SnapshotRenderer()
         self.trim_after, self.trim = trim_after, trim
         #: (snapshot, its body) of the last render; first, a token no backend holds (no snapshot, None, is one).
-        self.latest: tuple[object, bytes] = (object(), b"")
-        self._pending: tuple[Snapshot | None, asyncio.Future[bytes]] | None = None
+        self.latest: tuple[object, Body] = (object(), ())
+        self._pending: tuple[Snapshot | None, asyncio.Future[Body]] | None = None
         self._lock = threading.Lock()  # the renderer is incremental: one render at a time, whatever the thread
 
-    def render(self, snap: Snapshot | None) -> bytes:
+    def render(self, snap: Snapshot | None) -> Body:
         """The body of ``snap`` (any thread)."""
         with self._lock:
             if self.latest[0] is not snap:
-                self.latest = (snap, self.renderer.exposition(snap))
+                self.latest = (snap, self.renderer.parts(snap))
                 if self.renderer.rendered >= self.trim_after:
                     self.trim()
             return self.latest[1]
 
-    async def get(self, backend: Backend) -> tuple[bytes, str]:
+    async def get(self, backend: Backend) -> tuple[Body, str]:
         """The body of the backend's snapshot and its content type: rendered on the executor when it is new, one
         render shared by the scrapes that ask meanwhile."""
         from daemon.metrics import CONTENT_TYPE
@@ -102,7 +107,7 @@ class MetricsCache:
         if self.executor is not None and self.latest[0] is not snap:
             self._rendering(snap)
 
-    def _rendering(self, snap: Snapshot | None) -> asyncio.Future[bytes]:
+    def _rendering(self, snap: Snapshot | None) -> asyncio.Future[Body]:
         pending = self._pending
         if pending is None or pending[0] is not snap:
             assert self.executor is not None
@@ -117,7 +122,7 @@ METRICS_CACHE: web.AppKey[MetricsCache] = web.AppKey("metrics_cache", MetricsCac
 async def metrics(request: web.Request) -> web.StreamResponse:
     """Prometheus text exposition of the latest snapshot (megabytes at 1,000 agents: sent a chunk at a time)."""
     body, content_type = await request.app[METRICS_CACHE].get(request.app[BACKEND])
-    return await send_bytes(request, body, content_type)
+    return await send_parts(request, body, content_type)
 
 
 async def healthz(request: web.Request) -> web.Response:

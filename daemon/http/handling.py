@@ -11,7 +11,7 @@ import asyncio
 import functools
 import hmac
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -53,29 +53,44 @@ def json_bytes(data: Any) -> bytes:
     return dumps(data).encode("utf-8")
 
 
-#: Bytes of a large answer handed to the transport per turn of the event loop (see :func:`send_json`).
+#: Bytes of a large answer handed to the transport per turn of the event loop (see :func:`send_parts`).
 SEND_CHUNK = 256 * 1024
 
 
 async def send_json(request: web.Request, body: bytes | bytearray) -> web.StreamResponse:
-    """A JSON answer of a body encoded already (by :func:`json_bytes`, off the loop): :func:`send_bytes`."""
-    return await send_bytes(request, body, "application/json; charset=utf-8")
-
-
-async def send_bytes(request: web.Request, body: bytes | bytearray, content_type: str) -> web.StreamResponse:
-    """A body made already, sent a chunk per turn of the loop: a 30-day audit or a 1,000-agent /metrics body is
-    megabytes, whose copies into the socket and the transport's buffer in one step kept /healthz and /metrics waiting
-    (docs/performance.md), and held a second copy of the body per answer under way. Each write returns once the
-    transport's buffer is down to its low mark. The same bytes and headers as a plain response."""
-    resp = web.StreamResponse(headers={"Content-Type": content_type})
-    resp.content_length = len(body)
-    await resp.prepare(request)
+    """A JSON answer of a body encoded already (by :func:`json_bytes`, off the loop), sent as :func:`send_parts`."""
     view = memoryview(body)
-    for start in range(0, len(body), SEND_CHUNK):
-        await resp.write(view[start:start + SEND_CHUNK])
-        await asyncio.sleep(0)  # a write that did not fill the buffer does not yield by itself
+    return await send_parts(request, [view[at:at + SEND_CHUNK] for at in range(0, len(body), SEND_CHUNK)],
+                            "application/json; charset=utf-8")
+
+
+async def send_parts(request: web.Request, parts: Sequence[bytes | memoryview], content_type: str
+                     ) -> web.StreamResponse:
+    """The body the ``parts`` make, joined, sent a chunk (of :data:`SEND_CHUNK` or so) per turn of the loop: a 30-day
+    audit or a 1,000-agent /metrics body is megabytes, whose copies into the socket and the transport's buffer in one
+    step kept /healthz and /metrics waiting (docs/performance.md), and held a second copy of the body per answer
+    under way. Each write returns once the transport's buffer is down to its low mark; only a chunk is joined at a
+    time. The same bytes and headers as a plain response of the whole body."""
+    resp = web.StreamResponse(headers={"Content-Type": content_type})
+    resp.content_length = sum(map(len, parts))
+    await resp.prepare(request)
+    chunk: list[bytes | memoryview] = []
+    size = 0
+    for part in parts:
+        chunk.append(part)
+        size += len(part)
+        if size >= SEND_CHUNK:
+            await _write(resp, chunk)
+            chunk, size = [], 0
+    if chunk:
+        await _write(resp, chunk)
     await resp.write_eof()
     return resp
+
+
+async def _write(resp: web.StreamResponse, chunk: list[bytes | memoryview]) -> None:
+    await resp.write(chunk[0] if len(chunk) == 1 else b"".join(chunk))
+    await asyncio.sleep(0)  # a write that did not fill the buffer does not yield by itself
 
 
 def error(status: int, message: str, **extra: Any) -> web.Response:

@@ -29,6 +29,7 @@ from daemon.limits import MAX_AGENTS, Exported
 from daemon.lineblocks import AGENTS_PER_BLOCK
 from daemon.metrics import (
     CONTENT_TYPE,
+    Body,
     SnapshotRenderer,
     benchmark_metric,
     sample_value,
@@ -166,13 +167,13 @@ def test_the_cache_renders_a_new_snapshot_once_on_its_executor() -> None:
     threads: list[str] = []
     with ThreadPoolExecutor(1, thread_name_prefix="render") as executor:
         cache = MetricsCache(executor)
-        exposition = cache.renderer.exposition
+        parts = cache.renderer.parts
 
-        def counted(snap: Snapshot | None) -> bytes:
+        def counted(snap: Snapshot | None) -> Body:
             threads.append(threading.current_thread().name)
-            return exposition(snap)
+            return parts(snap)
 
-        cache.renderer.exposition = counted  # type: ignore[method-assign]
+        cache.renderer.parts = counted  # type: ignore[method-assign]
 
         async def scrapes() -> tuple[list[tuple[bytes, str]], tuple[bytes, str], tuple[bytes, str]]:
             cache.prefetch(first)  # as the daemon's start does: the scrapes then wait for that render
@@ -183,13 +184,22 @@ def test_the_cache_renders_a_new_snapshot_once_on_its_executor() -> None:
 
         together, again, after = asyncio.run(scrapes())
     assert len(threads) == 2 and all(name.startswith("render") for name in threads)
-    assert {body for body, _ in together} == {again[0]} and again == (_scrape(first), CONTENT_TYPE)
-    assert after == (_scrape(second), CONTENT_TYPE) and after[0] != again[0]
+    assert all(body is again[0] for body, _ in together) and again[1] == after[1] == CONTENT_TYPE
+    assert b"".join(again[0]) == _scrape(first) and b"".join(after[0]) == _scrape(second) != _scrape(first)
 
+
+
+def _with_ada_changed(snap: Snapshot) -> Snapshot:
+    """``snap`` with ada's 24h result a new object (one more false gap)."""
+    from dataclasses import replace
+
+    w24 = snap.windows["24h"]
+    one = replace(w24.agents["ada"], false_gaps=9)
+    return replace(snap, windows={**snap.windows, "24h": replace(w24, agents={**w24.agents, "ada": one})})
 
 
 def test_the_cache_trims_the_heap_after_a_render_that_wrote_many_agents_lines() -> None:
-    """The first render of a fleet writes every agent's lines and frees the blocks they were joined from: the heap is
+    """The first render of a fleet writes every agent's lines and frees them once joined into blocks: the heap is
     trimmed then, not after a render of the same result objects, nor one that wrote fewer agents than the floor."""
     from dataclasses import replace
 
@@ -207,9 +217,7 @@ def test_the_cache_trims_the_heap_after_a_render_that_wrote_many_agents_lines() 
     assert cache.render(first) is body and trims == ["trim"]  # the same snapshot: no render
     cache.render(replace(first, at=first.at + timedelta(seconds=1)))  # a new one, the same results: nothing written
     assert cache.renderer.rendered == 0 and trims == ["trim"]
-    w24 = first.windows["24h"]
-    one = replace(w24.agents["ada"], false_gaps=9)
-    cache.render(replace(first, windows={**first.windows, "24h": replace(w24, agents={**w24.agents, "ada": one})}))
+    cache.render(_with_ada_changed(first))
     assert cache.renderer.rendered == 1 and trims == ["trim"]
 
 
@@ -243,24 +251,17 @@ def test_a_body_of_many_chunks_is_served_whole_by_the_real_handler() -> None:
     assert body == expected and content_type == CONTENT_TYPE and length == str(len(expected))
 
 
-def test_the_blocks_lines_are_held_once_as_views_of_the_body() -> None:
-    """After each render every block's lines are views of that render's body (the last body is let go with the
-    lines written for it), and the next render built from those views is still the reference's."""
-    from dataclasses import replace
-
+def test_a_body_is_the_blocks_own_lines_never_joined_again() -> None:
+    """The parts a body is served as are the blocks' lines themselves (held once, no joined body beside them), and
+    join to the reference's body, render after render."""
     renderer = SnapshotRenderer()
     first = _snapshot(EVALS)
-    body = renderer.exposition(first)
-    blocks = [b for kept in renderer._blocks.values() for b in kept]
-    assert blocks and all(isinstance(part, memoryview) and part.obj is body for b in blocks for part in b.lines)
-    assert all(bytes(part) in body for b in blocks for part in b.lines)
-    w24 = first.windows["24h"]
-    one = replace(w24.agents["ada"], false_gaps=9)
-    second = replace(first, windows={**first.windows, "24h": replace(w24, agents={**w24.agents, "ada": one})})
-    again = renderer.exposition(second)
-    assert again == reference_exposition(second) and renderer.rendered == 1
-    assert all(isinstance(part, memoryview) and part.obj is again
-               for kept in renderer._blocks.values() for b in kept for part in b.lines)
+    for snap in (first, _with_ada_changed(first)):
+        parts = renderer.parts(snap)
+        assert b"".join(parts) == reference_exposition(snap)
+        held = {id(line) for kept in renderer._blocks.values() for b in kept for line in b.lines if line}
+        assert held and held <= {id(part) for part in parts}
+    assert renderer.rendered == 1
 
 
 # --- scores
