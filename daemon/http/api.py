@@ -59,8 +59,8 @@ class MetricsCache:
     immutable and swapped in whole, so the same snapshot object always renders the same bytes: concurrent scrapes
     of one snapshot share one render (docs/performance.md has what rendering per scrape cost).
     :class:`~daemon.metrics.SnapshotRenderer` re-renders only the agents whose results changed since the last body.
-    With an ``executor`` the render runs there, not on the event loop: a 1,000-agent body takes milliseconds to join,
-    which /healthz and every other request would wait out (more while audits hold the GIL).
+    With an ``executor`` the render runs there, not on the event loop: a 1,000-agent body takes milliseconds to
+    render, which /healthz and every other request would wait out (more while audits hold the GIL).
 
     A render that wrote at least ``trim_after`` agents' lines (the first, at a daemon's start, or after a reload) left
     a burst of them freed below what the model holds, once joined into blocks: ``trim`` gives their pages back
